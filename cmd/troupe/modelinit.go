@@ -1,0 +1,63 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/troupe-ai/troupe/gpu"
+	"github.com/troupe-ai/troupe/model/checkpoint"
+)
+
+func cmdModelInit(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("model init", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	preset := fs.String("preset", "", "named configuration: "+strings.Join(checkpoint.PresetNames(), ", "))
+	config := fs.String("config", "", "config.json to use instead of a preset")
+	dtype := fs.String("dtype", "f32", "weight dtype: f32 or bf16")
+	seed := fs.Uint64("seed", 0, "random seed of the weights")
+	tok := fs.String("tokenizer", "", "folder with tokenizer.json (and tokenizer_config.json, chat_template.jinja) to copy; sets vocab size and BOS/EOS")
+	out := fs.String("out", "", "output folder")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return errors.New("model init: --out is required")
+	}
+	var cfg checkpoint.Config
+	var err error
+	switch {
+	case *preset != "" && *config != "":
+		return errors.New("model init: give --preset or --config, not both")
+	case *preset != "":
+		cfg, err = checkpoint.Preset(*preset)
+	case *config != "":
+		cfg, err = checkpoint.ReadConfig(*config)
+	default:
+		return errors.New("model init: give --preset NAME or --config FILE")
+	}
+	if err != nil {
+		return fmt.Errorf("model init: %w", err)
+	}
+	opt := checkpoint.Options{Seed: *seed}
+	switch *dtype {
+	case "f32":
+		opt.DType = gpu.F32
+	case "bf16":
+		opt.DType = gpu.BF16
+	default:
+		return fmt.Errorf("model init: --dtype must be f32 or bf16, got %q", *dtype)
+	}
+	if *tok != "" {
+		if err := checkpoint.AdoptTokenizer(cfg, *tok, *out); err != nil {
+			return fmt.Errorf("model init: %w", err)
+		}
+	}
+	if err := checkpoint.Write(*out, cfg, opt); err != nil {
+		return fmt.Errorf("model init: %w", err)
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", *out)
+	return nil
+}

@@ -1,0 +1,124 @@
+package engine_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/troupe-ai/troupe/engine"
+	"github.com/troupe-ai/troupe/gpu"
+	"github.com/troupe-ai/troupe/gpu/cpu"
+	"github.com/troupe-ai/troupe/kvcache"
+	"github.com/troupe-ai/troupe/model"
+	"github.com/troupe-ai/troupe/model/checkpoint"
+)
+
+// benchModel writes (once per machine, in the temp dir) and loads a
+// random-weight checkpoint with SmolLM2-135M's shapes.
+func benchModel(b *testing.B, dtype gpu.DType) model.Model {
+	b.Helper()
+	dir := filepath.Join(os.TempDir(), "troupe-bench", "smollm2-135m-"+dtype.String())
+	if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); err != nil {
+		cfg, err := checkpoint.Preset("smollm2-135m")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := checkpoint.Write(dir, cfg, checkpoint.Options{DType: dtype, Seed: 1}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	m, err := model.Load(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close() })
+	return m
+}
+
+func benchDevice(b *testing.B, fast bool) gpu.Device {
+	d, err := cpu.New(cpu.Options{FastBF16: fast})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(d.Close)
+	return d
+}
+
+func prompt(n int) []int32 {
+	p := make([]int32, n)
+	for i := range p {
+		p[i] = int32(1 + (i*7919)%49000)
+	}
+	return p
+}
+
+func run(b *testing.B, m model.Model, dev gpu.Device, reqs []engine.Request) []engine.Result {
+	pool, err := kvcache.NewPool(model.KVDims(m.Cache()), 16, 1024)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res, err := engine.Generate(context.Background(), m, dev, pool, reqs, engine.Options{StepTokens: 512})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return res
+}
+
+// BenchmarkDecode measures decode tokens per second on smollm2-135m shapes:
+// single stream, and the aggregate of 8 sequences decoding in one batch.
+// Each iteration prefills a 16-token prompt per sequence, then times 64
+// decode steps.
+func BenchmarkDecode(b *testing.B) {
+	for _, dt := range []gpu.DType{gpu.BF16, gpu.F32} {
+		m := benchModel(b, dt)
+		dev := benchDevice(b, false)
+		for _, batch := range []int{1, 8} {
+			b.Run(dt.String()+"/batch"+strconv.Itoa(batch), func(b *testing.B) {
+				const steps = 64
+				var decode time.Duration
+				for b.Loop() {
+					reqs := make([]engine.Request, batch)
+					for i := range reqs {
+						reqs[i] = engine.Request{Prompt: prompt(16 + i), MaxTokens: steps + 1}
+					}
+					res := run(b, m, dev, reqs)
+					var longest time.Duration
+					for _, r := range res {
+						longest = max(longest, r.Decode)
+					}
+					decode += longest
+				}
+				b.ReportMetric(float64(batch*steps*b.N)/decode.Seconds(), "tok/s")
+			})
+		}
+	}
+}
+
+// BenchmarkPrefill measures prompt tokens per second for a 512-token prompt
+// (one chunk), in the default precision and with FastBF16.
+func BenchmarkPrefill(b *testing.B) {
+	for _, dt := range []gpu.DType{gpu.BF16, gpu.F32} {
+		m := benchModel(b, dt)
+		for _, fast := range []bool{false, true} {
+			if fast && dt != gpu.BF16 {
+				continue
+			}
+			name := dt.String()
+			if fast {
+				name += "-fast"
+			}
+			dev := benchDevice(b, fast)
+			b.Run(name+"/pp512", func(b *testing.B) {
+				var prefill time.Duration
+				for b.Loop() {
+					res := run(b, m, dev, []engine.Request{{Prompt: prompt(512), MaxTokens: 1}})
+					prefill += res[0].Prefill
+				}
+				b.ReportMetric(float64(512*b.N)/prefill.Seconds(), "tok/s")
+			})
+		}
+	}
+}

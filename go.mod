@@ -1,0 +1,3 @@
+module github.com/troupe-ai/troupe
+
+go 1.26

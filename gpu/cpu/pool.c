@@ -1,0 +1,544 @@
+/* Context, persistent worker pool and the thread-splitting drivers of the
+ * gpu/cpu kernels. This file is compiled for the baseline target; the vector
+ * kernels live in k_*.c and mm_avx512.c and are reached through tr_kernels. */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sched.h>
+#include <time.h>
+
+#include "tr_impl.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+static inline void cpu_relax(void) { __builtin_ia32_pause(); }
+#elif defined(__aarch64__)
+static inline void cpu_relax(void) { __asm__ __volatile__("yield"); }
+#else
+static inline void cpu_relax(void) {}
+#endif
+
+/* How long an idle worker spins before it sleeps on the condition variable. */
+#define SPIN_NS 200000L
+
+typedef void (*job_fn)(void *arg, int tid, int nth);
+
+typedef struct {
+	void *p;
+	size_t n;
+	char pad[48];
+} scratch_t;
+
+struct tr_ctx {
+	const tr_kernels *k;
+	int nth;
+	int fast_bf16, mm_mode;
+	pthread_t *th;
+	_Atomic uint32_t gen;
+	_Atomic int pending;
+	_Atomic int sleepers;
+	_Atomic int stop;
+	job_fn fn;
+	void *arg;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	scratch_t *scr;
+	/* bf16 copies of the activations for the SPLIT/FAST matmul modes. */
+	uint16_t *xb;
+	size_t xbn;
+};
+
+typedef struct {
+	tr_ctx *c;
+	int tid;
+} worker_arg;
+
+static long now_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+static void *worker(void *p) {
+	worker_arg wa = *(worker_arg *)p;
+	free(p);
+	tr_ctx *c = wa.c;
+	uint32_t seen = 0;
+	for (;;) {
+		uint32_t g;
+		long t0 = 0;
+		int spins = 0;
+		while ((g = atomic_load_explicit(&c->gen, memory_order_acquire)) == seen) {
+			if (atomic_load_explicit(&c->stop, memory_order_relaxed))
+				return NULL;
+			cpu_relax();
+			if ((++spins & 255) != 0)
+				continue;
+			long t = now_ns();
+			if (t0 == 0) {
+				t0 = t;
+				continue;
+			}
+			if (t - t0 < SPIN_NS)
+				continue;
+			pthread_mutex_lock(&c->mu);
+			atomic_fetch_add(&c->sleepers, 1);
+			while (atomic_load(&c->gen) == seen && !atomic_load(&c->stop))
+				pthread_cond_wait(&c->cv, &c->mu);
+			atomic_fetch_sub(&c->sleepers, 1);
+			pthread_mutex_unlock(&c->mu);
+			t0 = 0;
+		}
+		seen = g;
+		c->fn(c->arg, wa.tid, c->nth);
+		atomic_fetch_sub_explicit(&c->pending, 1, memory_order_release);
+	}
+}
+
+/* run calls fn(arg, tid, nth) on every thread of the pool, the caller being
+ * tid 0, and returns when all are done. */
+static void run(tr_ctx *c, job_fn fn, void *arg, int nth) {
+	if (nth <= 1 || c->nth <= 1) {
+		fn(arg, 0, 1);
+		return;
+	}
+	c->fn = fn;
+	c->arg = arg;
+	atomic_store(&c->pending, c->nth - 1);
+	atomic_fetch_add(&c->gen, 1);
+	if (atomic_load(&c->sleepers) > 0) {
+		pthread_mutex_lock(&c->mu);
+		pthread_cond_broadcast(&c->cv);
+		pthread_mutex_unlock(&c->mu);
+	}
+	fn(arg, 0, c->nth);
+	/* Spin briefly, then yield: on an oversubscribed machine a worker may be
+	 * descheduled and spinning would only delay it. */
+	for (int spins = 0; atomic_load_explicit(&c->pending, memory_order_acquire) > 0; spins++) {
+		if (spins < 4096)
+			cpu_relax();
+		else
+			sched_yield();
+	}
+}
+
+static void *scratch(tr_ctx *c, int tid, size_t bytes) {
+	scratch_t *s = &c->scr[tid];
+	if (s->n < bytes) {
+		free(s->p);
+		size_t n = bytes + bytes / 4 + 4096;
+		n = (n + 63) & ~(size_t)63;
+		s->p = aligned_alloc(64, n);
+		s->n = s->p ? n : 0;
+	}
+	return s->p;
+}
+
+int tr_cpu_supports(int kset) {
+	switch (kset) {
+	case TR_K_PORTABLE:
+		return 1;
+#if defined(__x86_64__)
+	case TR_K_AVX2:
+		__builtin_cpu_init();
+		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	case TR_K_AVX512BF16:
+		__builtin_cpu_init();
+		return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16") &&
+		       __builtin_cpu_supports("fma");
+#endif
+	}
+	return 0;
+}
+
+tr_ctx *tr_new(int kset, int threads, int fast_bf16, int mm_mode) {
+	if (!tr_cpu_supports(kset))
+		return NULL;
+	tr_ctx *c = calloc(1, sizeof *c);
+	if (!c)
+		return NULL;
+	switch (kset) {
+#if defined(__x86_64__)
+	case TR_K_AVX2:
+		c->k = &tr_kernels_avx2;
+		break;
+	case TR_K_AVX512BF16:
+		c->k = &tr_kernels_avx512;
+		break;
+#endif
+	default:
+		c->k = &tr_kernels_portable;
+	}
+	if (threads < 1)
+		threads = 1;
+	c->nth = threads;
+	c->fast_bf16 = fast_bf16;
+	c->mm_mode = mm_mode;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	c->scr = calloc((size_t)threads, sizeof *c->scr);
+	c->th = calloc((size_t)threads, sizeof *c->th);
+	for (int i = 1; i < threads; i++) {
+		worker_arg *wa = malloc(sizeof *wa);
+		wa->c = c;
+		wa->tid = i;
+		if (pthread_create(&c->th[i], NULL, worker, wa) != 0) {
+			free(wa);
+			c->nth = i; /* run with the threads we got */
+			break;
+		}
+	}
+	return c;
+}
+
+void tr_free(tr_ctx *c) {
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	atomic_store(&c->stop, 1);
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	for (int i = 1; i < c->nth; i++)
+		pthread_join(c->th[i], NULL);
+	for (int i = 0; i < c->nth; i++)
+		free(c->scr[i].p);
+	free(c->scr);
+	free(c->th);
+	free(c->xb);
+	pthread_mutex_destroy(&c->mu);
+	pthread_cond_destroy(&c->cv);
+	free(c);
+}
+
+/* ---- matmul ---- */
+
+typedef struct {
+	tr_ctx *c;
+	tr_mm_args a;
+	long chunk; /* output rows per work item, a multiple of 16 */
+	_Atomic long next;
+} mm_job;
+
+/* Threads take chunks of output rows from a shared counter, so a thread that
+ * is descheduled (or slower) leaves its share to the others. */
+static void mm_worker(void *p, int tid, int nth) {
+	mm_job *j = p;
+	(void)nth;
+	size_t sb = j->c->k->mm_scratch ? j->c->k->mm_scratch(&j->a) : 0;
+	void *s = sb ? scratch(j->c, tid, sb) : NULL;
+	for (;;) {
+		long n0 = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed) * j->chunk;
+		if (n0 >= j->a.n)
+			return;
+		long n1 = n0 + j->chunk < j->a.n ? n0 + j->chunk : j->a.n;
+		j->c->k->mm(&j->a, n0, n1, s);
+	}
+}
+
+static void xconv_worker(void *p, int tid, int nth) {
+	mm_job *j = p;
+	long per = (j->a.m + nth - 1) / nth;
+	long m0 = (long)tid * per, m1 = m0 + per;
+	if (m1 > j->a.m)
+		m1 = j->a.m;
+	if (m0 < m1)
+		j->c->k->xconv(&j->a, m0, m1);
+}
+
+/* Work below this many multiply-adds runs on the calling thread. */
+#define MM_SERIAL 65536L
+
+void tr_matmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, int dtype, long n, long k) {
+	mm_job j = {.c = c};
+	j.a = (tr_mm_args){.dst = dst, .x = x, .w = w, .m = m, .n = n, .k = k, .dtype = dtype};
+	int mode = TR_MM_WIDEN;
+	if (dtype != TR_F32 && c->k == NULL) /* never */
+		mode = TR_MM_WIDEN;
+#if defined(__x86_64__)
+	if (c->k == &tr_kernels_avx512 && dtype == TR_BF16) {
+		if (c->fast_bf16)
+			mode = TR_MM_FAST;
+		else if (c->mm_mode != TR_MM_AUTO)
+			mode = c->mm_mode;
+		else
+			mode = m >= 16 ? TR_MM_SPLIT : TR_MM_WIDEN;
+	} else if (c->k == &tr_kernels_avx512 && dtype == TR_F16) {
+		mode = (c->mm_mode == TR_MM_CONV || (c->mm_mode == TR_MM_AUTO && m >= 16)) ? TR_MM_CONV : TR_MM_WIDEN;
+	}
+#endif
+	j.a.mode = mode;
+	int nth = c->nth;
+	if (m * n * k < MM_SERIAL)
+		nth = 1;
+	if (mode == TR_MM_FAST || mode == TR_MM_SPLIT) {
+		size_t need = (size_t)m * (size_t)k * (mode == TR_MM_SPLIT ? 2 : 1);
+		if (c->xbn < need) {
+			free(c->xb);
+			size_t nn = (need + need / 4 + 1024 + 31) & ~(size_t)31;
+			c->xb = aligned_alloc(64, nn * 2);
+			c->xbn = nn;
+		}
+		j.a.xh = c->xb;
+		j.a.xl = c->xb + (size_t)m * (size_t)k;
+		run(c, xconv_worker, &j, m * k >= 16384 ? nth : 1);
+	}
+	long chunk = n;
+	if (nth > 1) {
+		chunk = (n + 8L * nth - 1) / (8L * nth);
+		chunk = (chunk + 15) & ~15L;
+	}
+	j.chunk = chunk;
+	atomic_store(&j.next, 0);
+	run(c, mm_worker, &j, nth);
+}
+
+void tr_embed(float *dst, const void *w, int dtype, long cols, const int32_t *ids, long nids) {
+	for (long i = 0; i < nids; i++) {
+		size_t r = (size_t)ids[i] * (size_t)cols;
+		float *d = dst + i * cols;
+		switch (dtype) {
+		case TR_F32:
+			memcpy(d, (const float *)w + r, (size_t)cols * 4);
+			break;
+		case TR_BF16: {
+			const uint16_t *s = (const uint16_t *)w + r;
+			for (long j = 0; j < cols; j++) {
+				uint32_t b = (uint32_t)s[j] << 16;
+				memcpy(&d[j], &b, 4);
+			}
+			break;
+		}
+		case TR_F16: {
+			const uint16_t *s = (const uint16_t *)w + r;
+			for (long j = 0; j < cols; j++) {
+				uint32_t h = s[j], sign = (h >> 15) << 31, e = (h >> 10) & 31, mant = h & 0x3ff, b;
+				if (e == 0 && mant == 0)
+					b = sign;
+				else if (e == 0) {
+					float f = ldexpf((float)mant, -24);
+					memcpy(&b, &f, 4);
+					b |= sign;
+				} else if (e == 31)
+					b = sign | 0x7f800000u | mant << 13;
+				else
+					b = sign | (e + 112) << 23 | mant << 13;
+				memcpy(&d[j], &b, 4);
+			}
+			break;
+		}
+		}
+	}
+}
+
+/* ---- elementwise ---- */
+
+/* Elementwise work below this many elements stays on the calling thread. */
+#define EW_SERIAL 16384L
+
+typedef struct {
+	tr_ctx *c;
+	int op;
+	float *d, *x;
+	const float *a, *b;
+	long n, bn;
+	float s;
+} ew_job;
+
+enum { EW_SILU, EW_GELU, EW_SOFTCAP, EW_SCALE, EW_ADD, EW_BIAS };
+
+static void ew_range(ew_job *j, long i0, long i1) {
+	const tr_kernels *k = j->c->k;
+	long len = i1 - i0;
+	switch (j->op) {
+	case EW_SILU:
+		k->silu(j->d + i0, j->a + i0, j->b + i0, len);
+		break;
+	case EW_GELU:
+		k->gelu(j->d + i0, j->a + i0, j->b + i0, len);
+		break;
+	case EW_SOFTCAP:
+		k->softcap(j->x + i0, len, j->s);
+		break;
+	case EW_SCALE:
+		k->scale(j->x + i0, len, j->s);
+		break;
+	case EW_ADD:
+		k->add(j->d + i0, j->a + i0, j->b + i0, len);
+		break;
+	case EW_BIAS:
+		k->add_bias(j->x + i0, len, j->b, j->bn, i0);
+		break;
+	}
+}
+
+static void ew_worker(void *p, int tid, int nth) {
+	ew_job *j = p;
+	long per = (j->n + nth - 1) / nth;
+	per = (per + 63) & ~63L;
+	long i0 = (long)tid * per, i1 = i0 + per;
+	if (i1 > j->n)
+		i1 = j->n;
+	if (i0 < i1)
+		ew_range(j, i0, i1);
+}
+
+static void ew(ew_job *j) {
+	if (j->n <= 0)
+		return;
+	if (j->n < EW_SERIAL || j->c->nth == 1) {
+		ew_range(j, 0, j->n);
+		return;
+	}
+	run(j->c, ew_worker, j, j->c->nth);
+}
+
+void tr_silu_mul(tr_ctx *c, float *dst, const float *g, const float *u, long n) {
+	ew_job j = {.c = c, .op = EW_SILU, .d = dst, .a = g, .b = u, .n = n};
+	ew(&j);
+}
+void tr_gelu_mul(tr_ctx *c, float *dst, const float *g, const float *u, long n) {
+	ew_job j = {.c = c, .op = EW_GELU, .d = dst, .a = g, .b = u, .n = n};
+	ew(&j);
+}
+void tr_softcap(tr_ctx *c, float *x, long n, float cap) {
+	ew_job j = {.c = c, .op = EW_SOFTCAP, .x = x, .n = n, .s = cap};
+	ew(&j);
+}
+void tr_scale(tr_ctx *c, float *x, long n, float s) {
+	ew_job j = {.c = c, .op = EW_SCALE, .x = x, .n = n, .s = s};
+	ew(&j);
+}
+void tr_add(tr_ctx *c, float *dst, const float *a, const float *b, long n) {
+	ew_job j = {.c = c, .op = EW_ADD, .d = dst, .a = a, .b = b, .n = n};
+	ew(&j);
+}
+void tr_add_bias(tr_ctx *c, float *x, long len, const float *b, long n) {
+	ew_job j = {.c = c, .op = EW_BIAS, .x = x, .b = b, .n = len, .bn = n};
+	ew(&j);
+}
+
+/* ---- row operations ---- */
+
+typedef struct {
+	tr_ctx *c;
+	int op;
+	float *d, *x;
+	const float *w, *cs, *sn;
+	long rows, n, heads, hd, half;
+	float eps;
+	int unit;
+} row_job;
+
+static void row_range(row_job *j, long r0, long r1) {
+	if (j->op == 0)
+		j->c->k->rmsnorm(j->d + r0 * j->n, j->x + r0 * j->n, j->w, r1 - r0, j->n, j->eps, j->unit);
+	else
+		j->c->k->rope(j->x + r0 * j->heads * j->hd, r1 - r0, j->heads, j->hd, j->cs + r0 * j->half,
+			      j->sn + r0 * j->half, j->half);
+}
+
+static void row_worker(void *p, int tid, int nth) {
+	row_job *j = p;
+	long per = (j->rows + nth - 1) / nth;
+	long r0 = (long)tid * per, r1 = r0 + per;
+	if (r1 > j->rows)
+		r1 = j->rows;
+	if (r0 < r1)
+		row_range(j, r0, r1);
+}
+
+static void rows_run(row_job *j, long elems) {
+	if (j->rows <= 0)
+		return;
+	if (elems < EW_SERIAL || j->rows < 2 || j->c->nth == 1) {
+		row_range(j, 0, j->rows);
+		return;
+	}
+	run(j->c, row_worker, j, j->c->nth);
+}
+
+void tr_rmsnorm(tr_ctx *c, float *dst, const float *x, const float *w, long rows, long n, float eps, int unit) {
+	row_job j = {.c = c, .op = 0, .d = dst, .x = (float *)x, .w = w, .rows = rows, .n = n, .eps = eps, .unit = unit};
+	rows_run(&j, rows * n);
+}
+
+void tr_rope(tr_ctx *c, float *x, long rows, long heads, long hd, const float *cs, const float *sn, long half) {
+	row_job j = {.c = c, .op = 1, .x = x, .cs = cs, .sn = sn, .rows = rows, .heads = heads, .hd = hd, .half = half};
+	rows_run(&j, rows * heads * half);
+}
+
+/* ---- attention ---- */
+
+typedef struct {
+	tr_ctx *c;
+	tr_attn_args a;
+	long *start; /* prefix sums of work items per sequence */
+	long nitems;
+	size_t sbytes;
+	_Atomic long next;
+} attn_job;
+
+static void attn_item(attn_job *j, long it, int tid) {
+	/* find the sequence */
+	long lo = 0, hi = j->a.nseq - 1;
+	while (lo < hi) {
+		long mid = (lo + hi + 1) / 2;
+		if (j->start[mid] <= it)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	const tr_seq *s = &j->a.seqs[lo];
+	long local = it - j->start[lo];
+	long nb = (s->n + TR_ATTN_QB - 1) / TR_ATTN_QB;
+	int h = (int)(local % j->a.heads);
+	long b = nb - 1 - local / j->a.heads; /* largest blocks first */
+	long r0 = b * TR_ATTN_QB, r1 = r0 + TR_ATTN_QB;
+	if (r1 > s->n)
+		r1 = s->n;
+	j->c->k->attn(&j->a, s, r0, r1, h, scratch(j->c, tid, j->sbytes));
+}
+
+static void attn_worker(void *p, int tid, int nth) {
+	attn_job *j = p;
+	(void)nth;
+	for (;;) {
+		long it = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+		if (it >= j->nitems)
+			return;
+		attn_item(j, it, tid);
+	}
+}
+
+void tr_attention(tr_ctx *c, float *out, const float *q, const float *K, const float *V, long page_size, long dim,
+		  const tr_seq *seqs, long nseq, const int32_t *pages, int heads, int kvheads, int hd, float scale,
+		  int window, float softcap) {
+	if (nseq <= 0)
+		return;
+	attn_job j = {.c = c};
+	j.a = (tr_attn_args){.out = out, .q = q, .K = K, .V = V, .ps = page_size, .dim = dim, .seqs = seqs,
+			     .nseq = nseq, .pages = pages, .heads = heads, .kvheads = kvheads, .hd = hd,
+			     .scale = scale, .window = window, .softcap = softcap};
+	long startbuf[64];
+	j.start = nseq <= 64 ? startbuf : malloc((size_t)nseq * sizeof(long));
+	long total = 0, maxctx = 0, work = 0;
+	for (long i = 0; i < nseq; i++) {
+		j.start[i] = total;
+		total += (seqs[i].n + TR_ATTN_QB - 1) / TR_ATTN_QB * heads;
+		long ctx = seqs[i].pos + seqs[i].n;
+		if (ctx > maxctx)
+			maxctx = ctx;
+		work += seqs[i].n * ctx;
+	}
+	j.nitems = total;
+	j.sbytes = TR_ATTN_SCRATCH(maxctx, hd);
+	atomic_store(&j.next, 0);
+	int nth = c->nth;
+	if (work * heads * hd < 32768 || total < 2)
+		nth = 1;
+	run(c, attn_worker, &j, nth);
+	if (j.start != startbuf)
+		free(j.start);
+}

@@ -1,0 +1,47 @@
+/* Internal C interface of package gpu/cpu. Not a stable API. */
+#ifndef TROUPE_CPU_TR_H
+#define TROUPE_CPU_TR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { TR_F32 = 1, TR_BF16 = 2, TR_F16 = 3 };
+enum { TR_K_PORTABLE = 0, TR_K_AVX2 = 1, TR_K_AVX512BF16 = 2 };
+
+/* Matmul precision strategies for 16-bit weights (see doc.go). */
+enum {
+	TR_MM_AUTO = 0,  /* pick per shape */
+	TR_MM_WIDEN = 1, /* widen weights to f32 in registers, f32 FMA */
+	TR_MM_CONV = 2,  /* convert an L2-sized weight block to f32, then f32 kernel */
+	TR_MM_SPLIT = 3, /* x = hi + lo (two bf16), two vdpbf16ps per weight load */
+	TR_MM_FAST = 4   /* x rounded to bf16 once, one vdpbf16ps (FastBF16) */
+};
+
+typedef struct tr_ctx tr_ctx;
+
+int tr_cpu_supports(int kset);
+tr_ctx *tr_new(int kset, int threads, int fast_bf16, int mm_mode);
+void tr_free(tr_ctx *c);
+
+void tr_matmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, int dtype, long n, long k);
+void tr_embed(float *dst, const void *w, int dtype, long cols, const int32_t *ids, long nids);
+void tr_rmsnorm(tr_ctx *c, float *dst, const float *x, const float *w, long rows, long n, float eps, int unit);
+void tr_rope(tr_ctx *c, float *x, long rows, long heads, long hd, const float *cs, const float *sn, long half);
+void tr_add_bias(tr_ctx *c, float *x, long len, const float *b, long n);
+void tr_add(tr_ctx *c, float *dst, const float *a, const float *b, long n);
+void tr_silu_mul(tr_ctx *c, float *dst, const float *g, const float *u, long n);
+void tr_gelu_mul(tr_ctx *c, float *dst, const float *g, const float *u, long n);
+void tr_softcap(tr_ctx *c, float *x, long n, float cap);
+void tr_scale(tr_ctx *c, float *x, long n, float s);
+
+/* One sequence of an attention call: row, n, pos, offset of its page table
+ * in pages, number of pages. */
+typedef struct {
+	int64_t row, n, pos, page_off, npages;
+} tr_seq;
+
+void tr_attention(tr_ctx *c, float *out, const float *q, const float *K, const float *V,
+		  long page_size, long dim, const tr_seq *seqs, long nseq, const int32_t *pages,
+		  int heads, int kvheads, int hd, float scale, int window, float softcap);
+
+#endif

@@ -1,0 +1,61 @@
+/* Shared internals of the C kernels of package gpu/cpu. */
+#ifndef TROUPE_CPU_TR_IMPL_H
+#define TROUPE_CPU_TR_IMPL_H
+
+#include "tr.h"
+
+typedef struct {
+	float *dst;
+	const float *x;
+	const void *w;
+	const uint16_t *xh, *xl; /* activations as bf16 (hi and lo parts) for SPLIT/FAST */
+	long m, n, k;
+	int dtype, mode;
+} tr_mm_args;
+
+typedef struct {
+	float *out;
+	const float *q, *K, *V;
+	long ps, dim;
+	const tr_seq *seqs;
+	long nseq;
+	const int32_t *pages;
+	int heads, kvheads, hd;
+	float scale;
+	int window;
+	float softcap;
+} tr_attn_args;
+
+/* Bytes of per-thread scratch an attention block needs for context length ctx. */
+#define TR_ATTN_SCRATCH(ctx, hd) (((size_t)(ctx) + 64) * 4 * 16 + (size_t)(hd) * 4 * 16 + 256)
+/* Query rows per attention work item. */
+#define TR_ATTN_QB 16
+
+typedef struct {
+	/* Output rows [n0, n1) of a matmul, all m input rows. scratch holds
+	 * scratch_bytes of per-thread memory (see mm_scratch). */
+	void (*mm)(const tr_mm_args *a, long n0, long n1, void *scratch);
+	size_t (*mm_scratch)(const tr_mm_args *a);
+	/* Rows [m0, m1) of x into bf16 hi (and lo when a->mode == TR_MM_SPLIT). */
+	void (*xconv)(const tr_mm_args *a, long m0, long m1);
+
+	void (*silu)(float *d, const float *g, const float *u, long n);
+	void (*gelu)(float *d, const float *g, const float *u, long n);
+	void (*softcap)(float *x, long n, float c);
+	void (*scale)(float *x, long n, float s);
+	void (*add)(float *d, const float *a, const float *b, long n);
+	/* x holds len elements starting at flat offset off of the bias-periodic array. */
+	void (*add_bias)(float *x, long len, const float *b, long n, long off);
+	void (*rmsnorm)(float *d, const float *x, const float *w, long rows, long n, float eps, int unit);
+	void (*rope)(float *x, long rows, long heads, long hd, const float *c, const float *s, long half);
+	/* Query rows [r0, r1) (relative to the sequence) of head h of sequence s. */
+	void (*attn)(const tr_attn_args *a, const tr_seq *s, long r0, long r1, int h, void *scratch);
+} tr_kernels;
+
+extern const tr_kernels tr_kernels_portable;
+#if defined(__x86_64__)
+extern const tr_kernels tr_kernels_avx2;
+extern const tr_kernels tr_kernels_avx512;
+#endif
+
+#endif

@@ -1,0 +1,251 @@
+package gpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// DType is the storage type of a weight matrix. Activations are always float32.
+type DType uint8
+
+const (
+	// F32 is IEEE-754 single precision, 4 bytes.
+	F32 DType = iota + 1
+	// BF16 is bfloat16: the high 16 bits of a float32, 2 bytes.
+	BF16
+	// F16 is IEEE-754 half precision, 2 bytes.
+	F16
+)
+
+// Size is the number of bytes one element occupies.
+func (d DType) Size() int {
+	switch d {
+	case F32:
+		return 4
+	case BF16, F16:
+		return 2
+	}
+	return 0
+}
+
+// String names the dtype as safetensors does.
+func (d DType) String() string {
+	switch d {
+	case F32:
+		return "F32"
+	case BF16:
+		return "BF16"
+	case F16:
+		return "F16"
+	}
+	return fmt.Sprintf("DType(%d)", uint8(d))
+}
+
+// Weight is a read-only matrix of Rows x Cols elements stored row-major in its
+// own dtype, in the layout of a PyTorch nn.Linear weight: one row per output
+// feature, Cols input features. Data holds the little-endian bytes and may point
+// into a memory-mapped file.
+type Weight struct {
+	DType      DType
+	Rows, Cols int
+	Data       []byte
+}
+
+// NewWeight checks that data holds exactly rows*cols elements of dtype.
+func NewWeight(dtype DType, rows, cols int, data []byte) (*Weight, error) {
+	if dtype.Size() == 0 {
+		return nil, fmt.Errorf("gpu: unsupported dtype %v", dtype)
+	}
+	if rows <= 0 || cols <= 0 || len(data) != rows*cols*dtype.Size() {
+		return nil, fmt.Errorf("gpu: %v weight %dx%d needs %d bytes, have %d", dtype, rows, cols, rows*cols*dtype.Size(), len(data))
+	}
+	return &Weight{DType: dtype, Rows: rows, Cols: cols, Data: data}, nil
+}
+
+// RowSlice returns rows [from, to) as a Weight sharing the same bytes.
+func (w *Weight) RowSlice(from, to int) *Weight {
+	rb := w.Cols * w.DType.Size()
+	return &Weight{DType: w.DType, Rows: to - from, Cols: w.Cols, Data: w.Data[from*rb : to*rb]}
+}
+
+// At returns element (r, c) widened to float32.
+func (w *Weight) At(r, c int) float32 {
+	i := r*w.Cols + c
+	switch w.DType {
+	case F32:
+		return math.Float32frombits(binary.LittleEndian.Uint32(w.Data[4*i:]))
+	case BF16:
+		return BF16ToF32(binary.LittleEndian.Uint16(w.Data[2*i:]))
+	case F16:
+		return F16ToF32(binary.LittleEndian.Uint16(w.Data[2*i:]))
+	}
+	panic("gpu: bad dtype")
+}
+
+// Float32s widens the whole matrix to a new float32 slice (norm weights, biases).
+func (w *Weight) Float32s() []float32 {
+	out := make([]float32, w.Rows*w.Cols)
+	for i := range out {
+		out[i] = w.At(i/w.Cols, i%w.Cols)
+	}
+	return out
+}
+
+// BF16ToF32 widens a bfloat16 exactly.
+func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// F32ToBF16 rounds to nearest even (NaN stays NaN).
+func F32ToBF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	if b&0x7fffffff > 0x7f800000 {
+		return uint16(b>>16) | 0x40
+	}
+	b += 0x7fff + (b>>16)&1
+	return uint16(b >> 16)
+}
+
+// F16ToF32 widens an IEEE half exactly.
+func F16ToF32(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h) & 0x3ff
+	switch {
+	case exp == 0 && mant == 0:
+		return math.Float32frombits(sign)
+	case exp == 0: // subnormal
+		e := uint32(127 - 15 + 1)
+		for mant&0x400 == 0 {
+			mant <<= 1
+			e--
+		}
+		mant &= 0x3ff
+		return math.Float32frombits(sign | e<<23 | mant<<13)
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0xff<<23 | mant<<13)
+	}
+	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
+}
+
+// F32ToF16 rounds to nearest even.
+func F32ToF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int32(b>>23&0xff) - 127 + 15
+	mant := b & 0x7fffff
+	if b&0x7fffffff >= 0x7f800000 { // inf or nan
+		if b&0x7fffffff > 0x7f800000 {
+			return sign | 0x7e00
+		}
+		return sign | 0x7c00
+	}
+	if exp >= 0x1f {
+		return sign | 0x7c00
+	}
+	if exp <= 0 {
+		if exp < -10 {
+			return sign
+		}
+		mant |= 0x800000
+		shift := uint32(14 - exp)
+		half := uint32(1) << (shift - 1)
+		r := mant >> shift
+		rem := mant & (1<<shift - 1)
+		if rem > half || (rem == half && r&1 == 1) {
+			r++
+		}
+		return sign | uint16(r)
+	}
+	r := uint32(exp)<<10 | mant>>13
+	rem := mant & 0x1fff
+	if rem > 0x1000 || (rem == 0x1000 && r&1 == 1) {
+		r++
+	}
+	return sign | uint16(r)
+}
+
+// KVLayer is one layer's paged key/value storage. Position p of a sequence
+// whose page table is pages lives in page pages[p/PageSize], slot p%PageSize;
+// each slot holds Dim = KVHeads*HeadDim floats of K and the same of V:
+// K[(page*PageSize+slot)*Dim : ...+Dim].
+type KVLayer struct {
+	PageSize int
+	Dim      int
+	K, V     []float32
+}
+
+// Slot returns the offset in K/V of position pos under the page table pages.
+func (kv *KVLayer) Slot(pages []int32, pos int) int {
+	return (int(pages[pos/kv.PageSize])*kv.PageSize + pos%kv.PageSize) * kv.Dim
+}
+
+// AttnSeq describes one sequence's queries in a batched attention call.
+type AttnSeq struct {
+	Row   int     // first row of this sequence's queries in q and out
+	N     int     // number of query rows
+	Pos   int     // position of the first query; keys cover positions [0, Pos+N)
+	Pages []int32 // the sequence's page table in the KVLayer
+}
+
+// AttnParams are the per-layer attention settings.
+type AttnParams struct {
+	Heads, KVHeads, HeadDim int
+	Scale                   float32 // q·k is multiplied by Scale
+	Window                  int     // > 0: the query at i sees keys j with i-Window < j <= i
+	Softcap                 float32 // > 0: score = Softcap * tanh(score / Softcap), before masking
+}
+
+// Device is the compute seam the models are written against. All activation
+// slices are float32, row-major. Implementations may run operations
+// asynchronously on a stream but must observe them in call order; the CPU
+// backend runs each call to completion.
+//
+// Shapes: a "rows x n" argument means len(x) == rows*n, rows inferred.
+type Device interface {
+	// Name says which backend and kernel set is in use (for logs and benchmarks).
+	Name() string
+
+	// MatMul: dst[i][j] = sum_k x[i][k] * w[j][k] for i < m, j < w.Rows, k < w.Cols.
+	MatMul(dst, x []float32, m int, w *Weight)
+
+	// Embed gathers rows of w (widened to float32) into dst, one per id.
+	Embed(dst []float32, w *Weight, ids []int32)
+
+	// RMSNorm normalises each row of n elements of x into dst (dst may alias x):
+	// dst = x / sqrt(mean(x^2) + eps) * g, with g = w or, when unitOffset, 1 + w.
+	RMSNorm(dst, x, w []float32, n int, eps float32, unitOffset bool)
+
+	// RoPE rotates, in place, every head of every row of x (rows x heads*headDim)
+	// in the "rotate half" layout of Hugging Face: for i < rot/2 with
+	// rot = 2*len(row of cos), (x[i], x[i+rot/2]) becomes
+	// (x[i]*c - x[i+rot/2]*s, x[i+rot/2]*c + x[i]*s), c = cos[row][i], s = sin[row][i].
+	// Dimensions at and past rot are left untouched. cos and sin are rows x rot/2.
+	RoPE(x []float32, heads, headDim int, cos, sin []float32)
+
+	// AddBias adds bias (n elements) to each row of x.
+	AddBias(x, bias []float32)
+
+	// Add: dst = a + b elementwise (dst may alias either).
+	Add(dst, a, b []float32)
+
+	// SiLUMul: dst = silu(gate) * up, with silu(g) = g / (1 + exp(-g)).
+	SiLUMul(dst, gate, up []float32)
+
+	// GELUTanhMul: dst = gelu_tanh(gate) * up, the tanh approximation
+	// 0.5*g*(1 + tanh(sqrt(2/pi)*(g + 0.044715*g^3))).
+	GELUTanhMul(dst, gate, up []float32)
+
+	// Softcap: x = c * tanh(x / c) elementwise.
+	Softcap(x []float32, c float32)
+
+	// Scale: x *= s elementwise.
+	Scale(x []float32, s float32)
+
+	// Attention computes causal multi-head attention with grouped KV heads for
+	// each sequence: the query row r of seq (position p = Pos + r - Row) of head h
+	// attends to the keys of kv head h / (Heads/KVHeads) at positions j <= p
+	// (and j > p - Window when Window > 0), with softmax(Scale*q·k [softcapped])
+	// weighting V. q and out are rows x Heads*HeadDim. The keys and values of the
+	// queries' own positions must already be stored in kv.
+	Attention(out, q []float32, kv *KVLayer, seqs []AttnSeq, p AttnParams)
+}

@@ -1,0 +1,179 @@
+// Package ref is the plain-Go reference implementation of gpu.Device.
+//
+// It favours clarity and accuracy over speed (float64 accumulation, no
+// threads) and defines the exact semantics the fast backends must match.
+package ref
+
+import (
+	"math"
+
+	"github.com/troupe-ai/troupe/gpu"
+)
+
+// Device is the reference backend. The zero value is ready to use.
+type Device struct{}
+
+var _ gpu.Device = Device{}
+
+// Name implements gpu.Device.
+func (Device) Name() string { return "ref" }
+
+// MatMul implements gpu.Device.
+func (Device) MatMul(dst, x []float32, m int, w *gpu.Weight) {
+	row := make([]float64, w.Cols)
+	for j := 0; j < w.Rows; j++ {
+		for k := range row {
+			row[k] = float64(w.At(j, k))
+		}
+		for i := 0; i < m; i++ {
+			xi := x[i*w.Cols : (i+1)*w.Cols]
+			var s float64
+			for k, v := range xi {
+				s += float64(v) * row[k]
+			}
+			dst[i*w.Rows+j] = float32(s)
+		}
+	}
+}
+
+// Embed implements gpu.Device.
+func (Device) Embed(dst []float32, w *gpu.Weight, ids []int32) {
+	for i, id := range ids {
+		for c := 0; c < w.Cols; c++ {
+			dst[i*w.Cols+c] = w.At(int(id), c)
+		}
+	}
+}
+
+// RMSNorm implements gpu.Device.
+func (Device) RMSNorm(dst, x, w []float32, n int, eps float32, unitOffset bool) {
+	for r := 0; r < len(x)/n; r++ {
+		xr := x[r*n : (r+1)*n]
+		var ss float64
+		for _, v := range xr {
+			ss += float64(v) * float64(v)
+		}
+		inv := 1 / math.Sqrt(ss/float64(n)+float64(eps))
+		for i, v := range xr {
+			g := float64(w[i])
+			if unitOffset {
+				g += 1
+			}
+			dst[r*n+i] = float32(float64(v) * inv * g)
+		}
+	}
+}
+
+// RoPE implements gpu.Device.
+func (Device) RoPE(x []float32, heads, headDim int, cos, sin []float32) {
+	rows := len(x) / (heads * headDim)
+	half := len(cos) / rows
+	for r := 0; r < rows; r++ {
+		c := cos[r*half : (r+1)*half]
+		s := sin[r*half : (r+1)*half]
+		for h := 0; h < heads; h++ {
+			v := x[(r*heads+h)*headDim:]
+			for i := 0; i < half; i++ {
+				a, b := float64(v[i]), float64(v[i+half])
+				v[i] = float32(a*float64(c[i]) - b*float64(s[i]))
+				v[i+half] = float32(b*float64(c[i]) + a*float64(s[i]))
+			}
+		}
+	}
+}
+
+// AddBias implements gpu.Device.
+func (Device) AddBias(x, bias []float32) {
+	for i := range x {
+		x[i] += bias[i%len(bias)]
+	}
+}
+
+// Add implements gpu.Device.
+func (Device) Add(dst, a, b []float32) {
+	for i := range dst {
+		dst[i] = a[i] + b[i]
+	}
+}
+
+// SiLUMul implements gpu.Device.
+func (Device) SiLUMul(dst, gate, up []float32) {
+	for i := range dst {
+		g := float64(gate[i])
+		dst[i] = float32(g / (1 + math.Exp(-g)) * float64(up[i]))
+	}
+}
+
+// GELUTanhMul implements gpu.Device.
+func (Device) GELUTanhMul(dst, gate, up []float32) {
+	for i := range dst {
+		g := float64(gate[i])
+		t := math.Tanh(math.Sqrt(2/math.Pi) * (g + 0.044715*g*g*g))
+		dst[i] = float32(0.5 * g * (1 + t) * float64(up[i]))
+	}
+}
+
+// Softcap implements gpu.Device.
+func (Device) Softcap(x []float32, c float32) {
+	for i, v := range x {
+		x[i] = float32(float64(c) * math.Tanh(float64(v)/float64(c)))
+	}
+}
+
+// Scale implements gpu.Device.
+func (Device) Scale(x []float32, s float32) {
+	for i := range x {
+		x[i] *= s
+	}
+}
+
+// Attention implements gpu.Device.
+func (Device) Attention(out, q []float32, kv *gpu.KVLayer, seqs []gpu.AttnSeq, p gpu.AttnParams) {
+	group := p.Heads / p.KVHeads
+	qdim := p.Heads * p.HeadDim
+	for _, s := range seqs {
+		for r := 0; r < s.N; r++ {
+			pos := s.Pos + r
+			lo := 0
+			if p.Window > 0 && pos-p.Window+1 > lo {
+				lo = pos - p.Window + 1
+			}
+			scores := make([]float64, pos+1-lo)
+			for h := 0; h < p.Heads; h++ {
+				qh := q[(s.Row+r)*qdim+h*p.HeadDim:][:p.HeadDim]
+				kvh := (h / group) * p.HeadDim
+				maxs := math.Inf(-1)
+				for j := lo; j <= pos; j++ {
+					k := kv.K[kv.Slot(s.Pages, j)+kvh:][:p.HeadDim]
+					var d float64
+					for i := range qh {
+						d += float64(qh[i]) * float64(k[i])
+					}
+					d *= float64(p.Scale)
+					if p.Softcap > 0 {
+						d = float64(p.Softcap) * math.Tanh(d/float64(p.Softcap))
+					}
+					scores[j-lo] = d
+					maxs = math.Max(maxs, d)
+				}
+				var sum float64
+				for i := range scores {
+					scores[i] = math.Exp(scores[i] - maxs)
+					sum += scores[i]
+				}
+				o := out[(s.Row+r)*qdim+h*p.HeadDim:][:p.HeadDim]
+				acc := make([]float64, p.HeadDim)
+				for j := lo; j <= pos; j++ {
+					v := kv.V[kv.Slot(s.Pages, j)+kvh:][:p.HeadDim]
+					wgt := scores[j-lo] / sum
+					for i := range acc {
+						acc[i] += wgt * float64(v[i])
+					}
+				}
+				for i := range o {
+					o[i] = float32(acc[i])
+				}
+			}
+		}
+	}
+}

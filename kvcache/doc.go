@@ -1,0 +1,13 @@
+// Package kvcache holds the paged key/value memory of attention layers.
+//
+// KV lives in fixed-size pages shared by all sequences, as in vLLM's paged
+// attention: a sequence owns a page table (a list of page ids), position p
+// lives in page table[p/PageSize], slot p%PageSize. Every attention layer has
+// its own K and V arrays indexed by the same page ids, so one page table serves
+// all layers. Admission and preemption reason in pages, never in bytes.
+//
+// The pool is a plain data structure with no locking: the scheduler that owns
+// the compute stream owns the pool. The prefix index (radix tree over token
+// ids with reference-counted pages) is layered on top of it by the prompt-cache
+// work; pages therefore carry reference counts from the start.
+package kvcache

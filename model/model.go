@@ -1,0 +1,310 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/troupe-ai/troupe/gpu"
+	"github.com/troupe-ai/troupe/model/safetensors"
+)
+
+// CacheKind is the kind of per-sequence state one layer keeps between steps.
+type CacheKind int
+
+const (
+	// FullAttention keeps K and V of every position: it can be cut back to
+	// any earlier position, so any shared prefix is reusable.
+	FullAttention CacheKind = iota + 1
+	// WindowedAttention keeps K and V of every position in the paged cache and
+	// applies the sliding window as a mask. Because nothing is overwritten it can
+	// be cut back like FullAttention; it is not a ring buffer.
+	WindowedAttention
+)
+
+func (k CacheKind) String() string {
+	switch k {
+	case FullAttention:
+		return "full_attention"
+	case WindowedAttention:
+		return "windowed_attention"
+	}
+	return fmt.Sprintf("CacheKind(%d)", int(k))
+}
+
+// Rewindable reports whether state of this kind can be cut back to an
+// arbitrary earlier position (so prefix reuse needs no snapshots).
+func (k CacheKind) Rewindable() bool { return k == FullAttention || k == WindowedAttention }
+
+// LayerCache declares what one layer keeps per sequence.
+type LayerCache struct {
+	Kind    CacheKind
+	KVHeads int
+	HeadDim int
+	Window  int // sliding window (WindowedAttention), 0 otherwise
+}
+
+// KVDim is the number of floats of K (and of V) the layer stores per position.
+func (l LayerCache) KVDim() int {
+	if l.Kind == FullAttention || l.Kind == WindowedAttention {
+		return l.KVHeads * l.HeadDim
+	}
+	return 0
+}
+
+// SnapshotReuse reports whether reusing a prompt prefix needs whole-state
+// snapshots: true as soon as one layer's state cannot be cut back.
+func SnapshotReuse(layers []LayerCache) bool {
+	for _, l := range layers {
+		if !l.Kind.Rewindable() {
+			return true
+		}
+	}
+	return false
+}
+
+// KVDims lists LayerCache.KVDim for each layer (the kvcache pool's layout).
+func KVDims(layers []LayerCache) []int {
+	dims := make([]int, len(layers))
+	for i, l := range layers {
+		dims[i] = l.KVDim()
+	}
+	return dims
+}
+
+// Info describes a loaded model.
+type Info struct {
+	Arch        string // config.json architectures[0]
+	ModelType   string // config.json model_type
+	Vocab       int
+	Hidden      int
+	Layers      int
+	MaxPos      int // max_position_embeddings
+	DType       gpu.DType
+	BOS         int   // -1 when unknown
+	EOS         []int // from generation_config.json, else config.json
+	Params      int64 // parameter count (a tied embedding counted once)
+	WeightBytes int64
+}
+
+// LogitsMode says which positions of a chunk need logits.
+type LogitsMode uint8
+
+const (
+	// NoLogits computes none (a prefill chunk that is not the last).
+	NoLogits LogitsMode = iota
+	// LastLogits computes the logits of the chunk's last position.
+	LastLogits
+	// AllLogits computes logits at every position of the chunk.
+	AllLogits
+)
+
+// Seq is one sequence's part of a batched forward step: a chunk of tokens
+// that continues the sequence's state at position Pos.
+type Seq struct {
+	Tokens []int32
+	Pos    int     // position of Tokens[0]: the state covers positions [0, Pos)
+	Pages  []int32 // KV page table covering at least Pos+len(Tokens) positions
+	Logits LogitsMode
+}
+
+// Model is a loaded architecture. Forward is not safe for concurrent use: one
+// owner (the scheduler) drives it, as one stream drives a device.
+type Model interface {
+	Info() Info
+	// Cache declares every layer's per-sequence state.
+	Cache() []LayerCache
+	// Forward runs one step over several sequences — prefill chunks and
+	// single-token decodes mixed — writing their KV into kv (indexed by layer)
+	// and returning the requested logits, rows in sequence order (a
+	// LastLogits sequence gives one row, AllLogits len(Tokens) rows), each row
+	// Vocab wide. The returned slice is reused by the next call.
+	Forward(dev gpu.Device, kv []gpu.KVLayer, seqs []Seq) ([]float32, error)
+	// Close releases the weights (unmaps files).
+	Close() error
+}
+
+// Family is one architecture family: how to build it from a config and weights.
+type Family struct {
+	Name       string
+	ModelTypes []string // config.json model_type values it serves
+	Load       func(c *Config, w *Weights) (Model, error)
+}
+
+// Registry maps model types to families.
+type Registry struct {
+	families map[string]Family
+}
+
+// NewRegistry returns a registry holding every family troupe implements.
+func NewRegistry() *Registry {
+	r := &Registry{families: map[string]Family{}}
+	for _, f := range []Family{llamaFamily, qwen2Family, qwen3Family, mistralFamily, phi3Family, gemma2Family, gemma3Family} {
+		r.Register(f)
+	}
+	return r
+}
+
+// Register adds a family (replacing any with the same model types).
+func (r *Registry) Register(f Family) {
+	for _, t := range f.ModelTypes {
+		r.families[t] = f
+	}
+}
+
+// ModelTypes lists the model_type values the registry can load.
+func (r *Registry) ModelTypes() []string {
+	out := make([]string, 0, len(r.families))
+	for t := range r.families {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Family returns the family serving modelType.
+func (r *Registry) Family(modelType string) (Family, bool) {
+	f, ok := r.families[modelType]
+	return f, ok
+}
+
+// Load opens the checkpoint in dir (config.json, generation_config.json,
+// model.safetensors or a sharded index) with the default registry.
+func Load(dir string) (Model, error) { return NewRegistry().Load(dir) }
+
+// Load opens the checkpoint in dir.
+func (r *Registry) Load(dir string) (Model, error) {
+	cfg, err := ReadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	mt, err := cfg.String("model_type", "")
+	if err != nil {
+		return nil, err
+	}
+	fam, ok := r.families[mt]
+	if !ok {
+		arch := ""
+		if a, ok := cfg.Raw("architectures").([]any); ok && len(a) > 0 {
+			arch, _ = a[0].(string)
+		}
+		return nil, fmt.Errorf("%s: unknown architecture %q (model_type %q); supported model types: %s", cfg.Path, arch, mt, strings.Join(r.ModelTypes(), ", "))
+	}
+	st, err := safetensors.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	w := &Weights{Dir: dir, st: st}
+	m, err := fam.Load(cfg, w)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// generationEOS reads eos_token_id from dir/generation_config.json, if any.
+func generationEOS(dir string) ([]int, error) {
+	path := filepath.Join(dir, "generation_config.json")
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read generation config: %w", err)
+	}
+	c, err := ParseConfig(path, data)
+	if err != nil {
+		return nil, err
+	}
+	return c.Ints("eos_token_id")
+}
+
+// Weights wraps the checkpoint's tensors with shape-checked accessors.
+type Weights struct {
+	Dir    string
+	st     *safetensors.Model
+	err    error
+	params int64
+	bytes  int64
+}
+
+// Matrix returns the 2-D tensor name, which must be rows x cols.
+func (w *Weights) Matrix(name string, rows, cols int) *gpu.Weight {
+	t := w.tensor(name, rows, cols)
+	if t == nil {
+		return nil
+	}
+	return &gpu.Weight{DType: t.DType, Rows: rows, Cols: cols, Data: t.Data}
+}
+
+// Vector returns the 1-D tensor name of n elements widened to float32.
+func (w *Weights) Vector(name string, n int) []float32 {
+	t := w.tensor(name, n)
+	if t == nil {
+		return nil
+	}
+	return (&gpu.Weight{DType: t.DType, Rows: 1, Cols: n, Data: t.Data}).Float32s()
+}
+
+// OptVector is Vector for a tensor that may be absent (nil then).
+func (w *Weights) OptVector(name string, n int) []float32 {
+	if !w.st.Has(name) {
+		return nil
+	}
+	return w.Vector(name, n)
+}
+
+// OptMatrix is Matrix for a tensor that may be absent (nil then).
+func (w *Weights) OptMatrix(name string, rows, cols int) *gpu.Weight {
+	if !w.st.Has(name) {
+		return nil
+	}
+	return w.Matrix(name, rows, cols)
+}
+
+// Has reports whether the checkpoint holds tensor name.
+func (w *Weights) Has(name string) bool { return w.st.Has(name) }
+
+func (w *Weights) tensor(name string, shape ...int) *safetensors.Tensor {
+	if w.err != nil {
+		return nil
+	}
+	t, err := w.st.Tensor(name)
+	if err != nil {
+		w.err = err
+		return nil
+	}
+	if !equalShape(t.Shape, shape) {
+		w.err = fmt.Errorf("%s: tensor %q has shape %v, config.json implies %v", filepath.Base(t.File), name, t.Shape, shape)
+		return nil
+	}
+	n := int64(1)
+	for _, d := range shape {
+		n *= int64(d)
+	}
+	w.params += n
+	w.bytes += int64(len(t.Data))
+	return t
+}
+
+// Err is the first error met by the accessors.
+func (w *Weights) Err() error { return w.err }
+
+// Close unmaps the checkpoint files.
+func (w *Weights) Close() error { return w.st.Close() }
+
+func equalShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,69 @@
+package pyjson
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// fixturesDir is $TROUPE_FIXTURES, default /work/shared/fixtures seen from
+// this package. Without it the test skips, except under CI=true.
+func fixturesDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("TROUPE_FIXTURES")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "..", "shared", "fixtures")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "models")); err != nil {
+		msg := "fixtures not found at " + dir + " (set TROUPE_FIXTURES to the shared fixtures dir): " + err.Error()
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return dir
+}
+
+func TestFixtureConfigs(t *testing.T) {
+	dir := fixturesDir(t)
+	configs, err := filepath.Glob(filepath.Join(dir, "models", "*", "config.json"))
+	if err != nil || len(configs) == 0 {
+		t.Fatalf("no config.json under %s/models (%v)", dir, err)
+	}
+	for _, p := range configs {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg map[string]any
+		if err := Unmarshal(data, &cfg); err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if _, ok := cfg["model_type"].(string); !ok {
+			t.Errorf("%s: no model_type", p)
+		}
+		// Whatever encoding/json can read must decode identically.
+		var plain map[string]any
+		if json.Unmarshal(data, &plain) == nil && len(plain) != len(cfg) {
+			t.Errorf("%s: %d keys, encoding/json finds %d", p, len(cfg), len(plain))
+		}
+	}
+	p := filepath.Join(dir, "models", "mamba2", "config.json")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Skipf("no mamba2 fixture: %v", err)
+	}
+	var cfg struct {
+		TimeStepLimit []float64 `json:"time_step_limit"`
+		ModelType     string    `json:"model_type"`
+	}
+	if err := Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.TimeStepLimit) != 2 || cfg.TimeStepLimit[0] != 0 || !math.IsInf(cfg.TimeStepLimit[1], 1) || cfg.ModelType != "mamba2" {
+		t.Errorf("mamba2 config: %+v", cfg)
+	}
+}
