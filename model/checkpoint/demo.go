@@ -8,7 +8,11 @@ import (
 
 // demoVersion names the demo model's configuration and seed; bump it when
 // either changes so cached copies are rebuilt.
-const demoVersion = "demo-v1"
+const demoVersion = "demo-v2"
+
+// demoStd spreads the logits enough that greedy decoding wanders instead of
+// repeating one token.
+const demoStd = 0.25
 
 // DemoConfig is the built-in demo model: a small Llama with random weights.
 // Its outputs are noise, but it exercises the real loader and forward pass.
@@ -43,7 +47,7 @@ func Demo() (string, error) {
 		return "", fmt.Errorf("demo model: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	if err := Write(tmp, DemoConfig(), Options{Seed: 1}); err != nil {
+	if err := Write(tmp, DemoConfig(), Options{Seed: 1, Std: demoStd}); err != nil {
 		return "", fmt.Errorf("demo model: %w", err)
 	}
 	if err := os.Rename(tmp, dir); err != nil {
