@@ -167,3 +167,7 @@ func (r *Rope) fill(cos, sin []float32, inv []float32, pos int) {
 		sin[i] = float32(math.Sin(a)) * float32(r.factor)
 	}
 }
+
+// InvFreq returns the inverse frequencies used for a sequence of seqLen
+// positions.
+func (r *Rope) InvFreq(seqLen int) []float32 { return r.freqs(seqLen) }

@@ -94,7 +94,7 @@ func tokenAt(data []byte, i int) (int, bool) {
 		return 0, false
 	}
 	for k, tok := range tokens {
-		if !strings.HasPrefix(string(data[i:]), tok) {
+		if len(data)-i < len(tok) || string(data[i:i+len(tok)]) != tok {
 			continue
 		}
 		end := i + len(tok)
