@@ -15,6 +15,13 @@
 #define T512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c")))
 #define INL static inline __attribute__((always_inline)) T512
 
+/* Software prefetch distance in bytes for the first pass over a block of
+ * weights (the one that streams them from memory). Tile rows are contiguous,
+ * so this runs a fixed distance ahead in the weight matrix. */
+#ifndef PF_BYTES
+#define PF_BYTES 8192
+#endif
+
 /* Sums of a, b, c, d as the four lanes of an xmm. */
 INL __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
 	__m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
@@ -53,8 +60,10 @@ INL void store_row(const int NR, float *d, __m512 a0, __m512 a1, __m512 a2, __m5
 }
 
 /* f32 accumulation with weights of dtype DT widened in registers. */
-INL void tile_w(const int MR, const int NR, const int DT, const float *x, long ldx, const void *w, long ldw, float *d,
-		long ldd, long K) {
+INL void tile_w(const int MR, const int NR, const int DT, const int PF, const float *x, long ldx, const void *w, long ldw,
+		float *d, long ldd, long K) {
+	const long esz = DT == TR_F32 ? 4 : 2;
+	const char *pf = (const char *)w + PF_BYTES;
 	__m512 acc[4][4];
 	for (int i = 0; i < 4; i++)
 		for (int r = 0; r < 4; r++)
@@ -64,6 +73,9 @@ INL void tile_w(const int MR, const int NR, const int DT, const float *x, long l
 		__m512 wv[4];
 		for (int r = 0; r < NR; r++)
 			wv[r] = wld(DT, w, r * ldw + k);
+		if (PF)
+			for (int r = 0; r < NR; r++)
+				_mm_prefetch(pf + (r * ldw + k) * esz, _MM_HINT_T0);
 		for (int i = 0; i < MR; i++) {
 			__m512 xv = _mm512_loadu_ps(x + i * ldx + k);
 			for (int r = 0; r < NR; r++)
@@ -86,8 +98,9 @@ INL void tile_w(const int MR, const int NR, const int DT, const float *x, long l
 }
 
 /* bf16 dot products with vdpbf16ps: x given as bf16 hi (and lo when SPLIT). */
-INL void tile_dp(const int MR, const int NR, const int SPLIT, const uint16_t *xh, const uint16_t *xl, long ldx,
-		 const uint16_t *w, long ldw, float *d, long ldd, long K) {
+INL void tile_dp(const int MR, const int NR, const int SPLIT, const int PF, const uint16_t *xh, const uint16_t *xl,
+		 long ldx, const uint16_t *w, long ldw, float *d, long ldd, long K) {
+	const uint16_t *pf = w + PF_BYTES / 2;
 	__m512 acc[4][4];
 	for (int i = 0; i < 4; i++)
 		for (int r = 0; r < 4; r++)
@@ -97,6 +110,9 @@ INL void tile_dp(const int MR, const int NR, const int SPLIT, const uint16_t *xh
 		__m512bh wv[4];
 		for (int r = 0; r < NR; r++)
 			wv[r] = (__m512bh)_mm512_loadu_si512(w + r * ldw + k);
+		if (PF)
+			for (int r = 0; r < NR; r++)
+				_mm_prefetch((const char *)(pf + r * ldw + k), _MM_HINT_T0);
 		for (int i = 0; i < MR; i++) {
 			__m512bh xv = (__m512bh)_mm512_loadu_si512(xh + i * ldx + k);
 			for (int r = 0; r < NR; r++)
@@ -148,33 +164,33 @@ INL void tile_dp(const int MR, const int NR, const int SPLIT, const uint16_t *xh
 	case 20: CALL(4, 4); break;                                                                                    \
 	}
 
-static T512 void tiles_f32(int mr, int nr, const float *x, long ldx, const void *w, long ldw, float *d, long ldd,
+static T512 void tiles_f32(int pf, int mr, int nr, const float *x, long ldx, const void *w, long ldw, float *d, long ldd,
 			   long K) {
-#define C(a, b) tile_w(a, b, TR_F32, x, ldx, w, ldw, d, ldd, K)
+#define C(a, b) if (pf) tile_w(a, b, TR_F32, 1, x, ldx, w, ldw, d, ldd, K); else tile_w(a, b, TR_F32, 0, x, ldx, w, ldw, d, ldd, K)
 	CASES(C)
 #undef C
 }
-static T512 void tiles_bf16(int mr, int nr, const float *x, long ldx, const void *w, long ldw, float *d, long ldd,
+static T512 void tiles_bf16(int pf, int mr, int nr, const float *x, long ldx, const void *w, long ldw, float *d, long ldd,
 			    long K) {
-#define C(a, b) tile_w(a, b, TR_BF16, x, ldx, w, ldw, d, ldd, K)
+#define C(a, b) if (pf) tile_w(a, b, TR_BF16, 1, x, ldx, w, ldw, d, ldd, K); else tile_w(a, b, TR_BF16, 0, x, ldx, w, ldw, d, ldd, K)
 	CASES(C)
 #undef C
 }
-static T512 void tiles_f16(int mr, int nr, const float *x, long ldx, const void *w, long ldw, float *d, long ldd,
+static T512 void tiles_f16(int pf, int mr, int nr, const float *x, long ldx, const void *w, long ldw, float *d, long ldd,
 			   long K) {
-#define C(a, b) tile_w(a, b, TR_F16, x, ldx, w, ldw, d, ldd, K)
+#define C(a, b) if (pf) tile_w(a, b, TR_F16, 1, x, ldx, w, ldw, d, ldd, K); else tile_w(a, b, TR_F16, 0, x, ldx, w, ldw, d, ldd, K)
 	CASES(C)
 #undef C
 }
-static T512 void tiles_fast(int mr, int nr, const uint16_t *xh, const uint16_t *xl, long ldx, const uint16_t *w,
+static T512 void tiles_fast(int pf, int mr, int nr, const uint16_t *xh, const uint16_t *xl, long ldx, const uint16_t *w,
 			    long ldw, float *d, long ldd, long K) {
-#define C(a, b) tile_dp(a, b, 0, xh, xl, ldx, w, ldw, d, ldd, K)
+#define C(a, b) if (pf) tile_dp(a, b, 0, 1, xh, xl, ldx, w, ldw, d, ldd, K); else tile_dp(a, b, 0, 0, xh, xl, ldx, w, ldw, d, ldd, K)
 	CASES(C)
 #undef C
 }
-static T512 void tiles_split(int mr, int nr, const uint16_t *xh, const uint16_t *xl, long ldx, const uint16_t *w,
+static T512 void tiles_split(int pf, int mr, int nr, const uint16_t *xh, const uint16_t *xl, long ldx, const uint16_t *w,
 			     long ldw, float *d, long ldd, long K) {
-#define C(a, b) tile_dp(a, b, 1, xh, xl, ldx, w, ldw, d, ldd, K)
+#define C(a, b) if (pf) tile_dp(a, b, 1, 1, xh, xl, ldx, w, ldw, d, ldd, K); else tile_dp(a, b, 1, 0, xh, xl, ldx, w, ldw, d, ldd, K)
 	CASES(C)
 #undef C
 }
@@ -216,9 +232,9 @@ T512 void tr_mm_avx512(const tr_mm_args *a, long n0, long n1, void *scr) {
 				for (long j = nb; j < ne; j += 4) {
 					int nr = ne - j < 4 ? (int)(ne - j) : 4;
 					if (mode == TR_MM_FAST)
-						tiles_fast(mr, nr, a->xh + i0 * K, NULL, K, w + j * K, K, a->dst + i0 * N + j, N, K);
+						tiles_fast(i0 == 0, mr, nr, a->xh + i0 * K, NULL, K, w + j * K, K, a->dst + i0 * N + j, N, K);
 					else
-						tiles_split(mr, nr, a->xh + i0 * K, a->xl + i0 * K, K, w + j * K, K,
+						tiles_split(i0 == 0, mr, nr, a->xh + i0 * K, a->xl + i0 * K, K, w + j * K, K,
 							    a->dst + i0 * N + j, N, K);
 				}
 			}
@@ -241,11 +257,11 @@ T512 void tr_mm_avx512(const tr_mm_args *a, long n0, long n1, void *scr) {
 				int nr = ne - j < 4 ? (int)(ne - j) : 4;
 				long off = base + j * K;
 				if (dt == TR_F32)
-					tiles_f32(mr, nr, x, K, (const float *)w + off, K, d + j, N, K);
+					tiles_f32(i0 == 0 && w == a->w, mr, nr, x, K, (const float *)w + off, K, d + j, N, K);
 				else if (dt == TR_BF16)
-					tiles_bf16(mr, nr, x, K, (const uint16_t *)w + off, K, d + j, N, K);
+					tiles_bf16(i0 == 0, mr, nr, x, K, (const uint16_t *)w + off, K, d + j, N, K);
 				else
-					tiles_f16(mr, nr, x, K, (const uint16_t *)w + off, K, d + j, N, K);
+					tiles_f16(i0 == 0, mr, nr, x, K, (const uint16_t *)w + off, K, d + j, N, K);
 			}
 		}
 	}
