@@ -56,7 +56,7 @@ func prompt(n int) []int32 {
 }
 
 func run(b *testing.B, m model.Model, dev gpu.Device, reqs []engine.Request) []engine.Result {
-	pool, err := kvcache.NewPool(model.KVDims(m.Cache()), 16, 1024)
+	pool, err := kvcache.NewPool(model.PoolLayout(m.Cache()), 16, 1024, 8)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -119,9 +119,12 @@ func Generate(ctx context.Context, m model.Model, dev gpu.Device, pool *kvcache.
 			if err := pool.Reserve(&s.kv, batch[i].Pos+len(batch[i].Tokens)); err != nil {
 				return nil, fmt.Errorf("engine: %w", err)
 			}
-			batch[i].Pages = s.kv.Pages
+			if err := pool.EnsureSlot(&s.kv); err != nil {
+				return nil, fmt.Errorf("engine: %w", err)
+			}
+			batch[i].Pages, batch[i].Slot = s.kv.Pages, s.kv.Slot
 		}
-		logits, err := m.Forward(dev, pool.Layers(), batch)
+		logits, err := m.Forward(dev, pool, batch)
 		if err != nil {
 			return nil, err
 		}

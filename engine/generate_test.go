@@ -35,7 +35,7 @@ func tinyModel(t *testing.T) model.Model {
 
 func tinyPool(t *testing.T, m model.Model, pages int) *kvcache.Pool {
 	t.Helper()
-	p, err := kvcache.NewPool(model.KVDims(m.Cache()), 4, pages)
+	p, err := kvcache.NewPool(model.PoolLayout(m.Cache()), 4, pages, 8)
 	if err != nil {
 		t.Fatal(err)
 	}

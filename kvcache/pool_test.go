@@ -6,7 +6,7 @@ import (
 )
 
 func TestPoolReserveAndFree(t *testing.T) {
-	p, err := NewPool([]int{8, 0, 8}, 4, 5)
+	p, err := NewPool(Layout{KVDims: []int{8, 0, 8}}, 4, 5, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestPoolReserveAndFree(t *testing.T) {
 }
 
 func TestPoolRefCounts(t *testing.T) {
-	p, _ := NewPool([]int{4}, 2, 2)
+	p, _ := NewPool(Layout{KVDims: []int{4}}, 2, 2, 0)
 	pages, err := p.Alloc(2)
 	if err != nil {
 		t.Fatal(err)
@@ -88,5 +88,42 @@ func TestPagesForBudget(t *testing.T) {
 	// 2 layers of width 192: 2*4*192*2 = 3072 bytes per position.
 	if got := PagesForBudget([]int{192, 192}, 16, 3072*16*10); got != 10 {
 		t.Fatalf("got %d pages, want 10", got)
+	}
+}
+
+func TestPoolStateSlots(t *testing.T) {
+	p, err := NewPool(Layout{KVDims: []int{0, 4}, StateSizes: []int{3, 0}}, 2, 4, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b, c Seq
+	if err := p.EnsureSlot(&a); err != nil || a.Slot == 0 {
+		t.Fatalf("slot %d, err %v", a.Slot, err)
+	}
+	copy(p.State(0, a.Slot), []float32{1, 2, 3})
+	if err := p.EnsureSlot(&a); err != nil || p.State(0, a.Slot)[2] != 3 {
+		t.Fatal("EnsureSlot on a sequence with a slot must keep its state")
+	}
+	if err := p.EnsureSlot(&b); err != nil || b.Slot == a.Slot {
+		t.Fatalf("second slot %d (first %d), err %v", b.Slot, a.Slot, err)
+	}
+	if err := p.EnsureSlot(&c); !errors.Is(err, ErrNoSlots) {
+		t.Fatalf("third slot: err %v, want ErrNoSlots", err)
+	}
+	old := a.Slot
+	p.Free(&a)
+	if a.Slot != 0 || p.FreeSlots() != 1 {
+		t.Fatalf("free left slot %d, %d free", a.Slot, p.FreeSlots())
+	}
+	if err := p.EnsureSlot(&c); err != nil || c.Slot != old {
+		t.Fatalf("reused slot %d, want %d (err %v)", c.Slot, old, err)
+	}
+	for _, v := range p.State(0, c.Slot) {
+		if v != 0 {
+			t.Fatalf("a reused slot must start zeroed, got %v", p.State(0, c.Slot))
+		}
+	}
+	if _, err := NewPool(Layout{StateSizes: []int{3}}, 2, 4, 0); err == nil {
+		t.Fatal("a stateful layout without slots was accepted")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/troupe-ai/troupe/gpu"
+	"github.com/troupe-ai/troupe/kvcache"
 	"github.com/troupe-ai/troupe/model/safetensors"
 )
 
@@ -23,6 +24,10 @@ const (
 	// applies the sliding window as a mask. Because nothing is overwritten it can
 	// be cut back like FullAttention; it is not a ring buffer.
 	WindowedAttention
+	// RecurrentState is the convolution and SSM state of a state-space
+	// (Mamba) layer: a fixed-size summary of every position so far, which
+	// cannot be cut back to an earlier position.
+	RecurrentState
 )
 
 func (k CacheKind) String() string {
@@ -31,6 +36,8 @@ func (k CacheKind) String() string {
 		return "full_attention"
 	case WindowedAttention:
 		return "windowed_attention"
+	case RecurrentState:
+		return "recurrent_state"
 	}
 	return fmt.Sprintf("CacheKind(%d)", int(k))
 }
@@ -45,7 +52,13 @@ type LayerCache struct {
 	KVHeads int
 	HeadDim int
 	Window  int // sliding window (WindowedAttention), 0 otherwise
+	// RecurrentState: floats of convolution state (the last kernel-1 inputs
+	// of every conv channel) and of SSM state per sequence.
+	ConvState, SSMState int
 }
+
+// StateSize is the number of floats of recurrent state per sequence.
+func (l LayerCache) StateSize() int { return l.ConvState + l.SSMState }
 
 // KVDim is the number of floats of K (and of V) the layer stores per position.
 func (l LayerCache) KVDim() int {
@@ -66,13 +79,15 @@ func SnapshotReuse(layers []LayerCache) bool {
 	return false
 }
 
-// KVDims lists LayerCache.KVDim for each layer (the kvcache pool's layout).
-func KVDims(layers []LayerCache) []int {
-	dims := make([]int, len(layers))
-	for i, l := range layers {
-		dims[i] = l.KVDim()
+// PoolLayout is the kvcache layout of these layers: KV widths of attention
+// layers and state sizes of recurrent ones.
+func PoolLayout(layers []LayerCache) kvcache.Layout {
+	l := kvcache.Layout{KVDims: make([]int, len(layers)), StateSizes: make([]int, len(layers))}
+	for i, c := range layers {
+		l.KVDims[i] = c.KVDim()
+		l.StateSizes[i] = c.StateSize()
 	}
-	return dims
+	return l
 }
 
 // Info describes a loaded model.
@@ -108,6 +123,7 @@ type Seq struct {
 	Tokens []int32
 	Pos    int     // position of Tokens[0]: the state covers positions [0, Pos)
 	Pages  []int32 // KV page table covering at least Pos+len(Tokens) positions
+	Slot   int32   // recurrent state slot (models with recurrent layers)
 	Logits LogitsMode
 }
 
@@ -118,11 +134,11 @@ type Model interface {
 	// Cache declares every layer's per-sequence state.
 	Cache() []LayerCache
 	// Forward runs one step over several sequences — prefill chunks and
-	// single-token decodes mixed — writing their KV into kv (indexed by layer)
-	// and returning the requested logits, rows in sequence order (a
+	// single-token decodes mixed — writing their KV and recurrent state into
+	// the pool and returning the requested logits, rows in sequence order (a
 	// LastLogits sequence gives one row, AllLogits len(Tokens) rows), each row
 	// Vocab wide. The returned slice is reused by the next call.
-	Forward(dev gpu.Device, kv []gpu.KVLayer, seqs []Seq) ([]float32, error)
+	Forward(dev gpu.Device, pool *kvcache.Pool, seqs []Seq) ([]float32, error)
 	// Close releases the weights (unmaps files).
 	Close() error
 }

@@ -75,7 +75,7 @@ func backends(t *testing.T) []backend {
 
 func newPool(t *testing.T, m model.Model) *kvcache.Pool {
 	t.Helper()
-	p, err := kvcache.NewPool(model.KVDims(m.Cache()), 16, 64)
+	p, err := kvcache.NewPool(model.PoolLayout(m.Cache()), 16, 64, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func checkPromptLogits(t *testing.T, m model.Model, dev gpu.Device, r *reference
 	if err := pool.Reserve(&seq, len(ids)); err != nil {
 		t.Fatal(err)
 	}
-	logits, err := m.Forward(dev, pool.Layers(), []model.Seq{{Tokens: ids, Pages: seq.Pages, Logits: model.AllLogits}})
+	logits, err := m.Forward(dev, pool, []model.Seq{{Tokens: ids, Pages: seq.Pages, Logits: model.AllLogits}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,10 +186,10 @@ func checkChunked(t *testing.T, m model.Model, dev gpu.Device, r *reference) {
 	if err := pool.Reserve(&seq, len(ids)+len(r.GreedyChunked.IDs)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Forward(dev, pool.Layers(), []model.Seq{{Tokens: ids[:split], Pages: seq.Pages}}); err != nil {
+	if _, err := m.Forward(dev, pool, []model.Seq{{Tokens: ids[:split], Pages: seq.Pages}}); err != nil {
 		t.Fatal(err)
 	}
-	logits, err := m.Forward(dev, pool.Layers(), []model.Seq{{Tokens: ids[split:], Pos: split, Pages: seq.Pages, Logits: model.LastLogits}})
+	logits, err := m.Forward(dev, pool, []model.Seq{{Tokens: ids[split:], Pos: split, Pages: seq.Pages, Logits: model.LastLogits}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func checkChunked(t *testing.T, m model.Model, dev gpu.Device, r *reference) {
 	for len(got) < len(r.GreedyChunked.IDs) {
 		id := argmax(logits)
 		got = append(got, id)
-		if logits, err = m.Forward(dev, pool.Layers(), []model.Seq{{Tokens: []int32{id}, Pos: pos, Pages: seq.Pages, Logits: model.LastLogits}}); err != nil {
+		if logits, err = m.Forward(dev, pool, []model.Seq{{Tokens: []int32{id}, Pos: pos, Pages: seq.Pages, Logits: model.LastLogits}}); err != nil {
 			t.Fatal(err)
 		}
 		pos++
@@ -257,7 +257,7 @@ func TestStories260k(t *testing.T) {
 			for _, p := range r.Generation.Prompts {
 				reqs = append(reqs, greedyReq(p.PromptIDs, len(p.GreedyIDs)))
 			}
-			pool, err := kvcache.NewPool(model.KVDims(m.Cache()), 16, 64)
+			pool, err := kvcache.NewPool(model.PoolLayout(m.Cache()), 16, 64, 8)
 			if err != nil {
 				t.Fatal(err)
 			}

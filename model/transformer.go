@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/troupe-ai/troupe/gpu"
+	"github.com/troupe-ai/troupe/kvcache"
 )
 
 // decoderConfig is everything that distinguishes the dense decoder-only
@@ -188,7 +189,8 @@ func grow(s []float32, n int) []float32 {
 // Forward implements Model. It is the whole dense forward pass: embed, then
 // per layer attention and MLP with residuals, then the final norm and the
 // output projection for the rows that asked for logits.
-func (d *decoder) Forward(dev gpu.Device, kv []gpu.KVLayer, seqs []Seq) ([]float32, error) {
+func (d *decoder) Forward(dev gpu.Device, pool *kvcache.Pool, seqs []Seq) ([]float32, error) {
+	kv := pool.Layers()
 	c := &d.cfg
 	ws := &d.ws
 	T, R := 0, 0

@@ -88,7 +88,7 @@ func TestConfigVariants(t *testing.T) {
 // after the last one.
 func lastLogits(t *testing.T, m model.Model, dev gpu.Device, chunks [][]int32) []float32 {
 	t.Helper()
-	pool, err := kvcache.NewPool(model.KVDims(m.Cache()), 4, 16)
+	pool, err := kvcache.NewPool(model.PoolLayout(m.Cache()), 4, 16, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func lastLogits(t *testing.T, m model.Model, dev gpu.Device, chunks [][]int32) [
 		if i == len(chunks)-1 {
 			mode = model.LastLogits
 		}
-		out, err := m.Forward(dev, pool.Layers(), []model.Seq{{Tokens: c, Pos: seq.Len, Pages: seq.Pages, Logits: mode}})
+		out, err := m.Forward(dev, pool, []model.Seq{{Tokens: c, Pos: seq.Len, Pages: seq.Pages, Logits: mode}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,8 +150,8 @@ func TestCapabilityOfDenseFamilies(t *testing.T) {
 	if model.SnapshotReuse(layers) {
 		t.Fatal("windowed attention over full pages must not need snapshots")
 	}
-	if got := model.KVDims(layers); got[0] != 16 || got[1] != 16 {
-		t.Fatalf("KV dims %v", got)
+	if got := model.PoolLayout(layers); got.KVDims[0] != 16 || got.KVDims[1] != 16 || got.StateSizes[0] != 0 {
+		t.Fatalf("pool layout %+v", got)
 	}
 	r := model.NewRegistry()
 	for _, mt := range []string{"llama", "qwen2", "qwen3", "mistral", "phi3", "gemma2", "gemma3_text"} {

@@ -109,7 +109,7 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}
 	total := len(ids) + *maxTokens
-	pool, err := kvcache.NewPool(model.KVDims(m.Cache()), 16, (total+15)/16)
+	pool, err := kvcache.NewPool(model.PoolLayout(m.Cache()), 16, (total+15)/16, 1)
 	if err != nil {
 		return err
 	}
