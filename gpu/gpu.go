@@ -195,6 +195,40 @@ type AttnParams struct {
 	Softcap                 float32 // > 0: score = Softcap * tanh(score / Softcap), before masking
 }
 
+// RecSeq is one sequence's rows in a call on a recurrent (state-space)
+// layer, and that layer's state of the sequence, which the call reads and
+// advances.
+type RecSeq struct {
+	Row, N int       // rows [Row, Row+N) of the call's inputs
+	State  []float32 // the layer's state slot
+}
+
+// ConvParams describe a depthwise causal convolution over time.
+type ConvParams struct {
+	Channels int
+	Width    int       // kernel size K
+	Weight   []float32 // Channels x K; Weight[c*K+j] multiplies the input at t-K+1+j
+	Bias     []float32 // Channels, or nil
+	SiLU     bool      // apply silu to the output
+	// The state is the last K-1 inputs, oldest first, each Channels wide, at
+	// State[StateOffset : StateOffset+(K-1)*Channels].
+	StateOffset int
+}
+
+// ScanParams describe a selective state-space scan (Mamba's S6 and
+// Mamba2's SSD, written as the same recurrence). Channels are Heads x
+// HeadDim; heads share B and C within Groups (Heads/Groups heads per group).
+// Mamba v1 is Heads = channels, HeadDim = 1, Groups = 1, A per channel and
+// state; Mamba2 has one A per head, repeated over StateDim.
+type ScanParams struct {
+	Heads, HeadDim, StateDim, Groups int
+	A                                []float32 // Heads x StateDim (already -exp(A_log))
+	D                                []float32 // Heads: skip connection
+	// The state is Heads x HeadDim x StateDim floats at
+	// State[StateOffset : StateOffset+Heads*HeadDim*StateDim].
+	StateOffset int
+}
+
 // Device is the compute seam the models are written against. All activation
 // slices are float32, row-major. Implementations may run operations
 // asynchronously on a stream but must observe them in call order; the CPU
@@ -248,4 +282,24 @@ type Device interface {
 	// weighting V. q and out are rows x Heads*HeadDim. The keys and values of the
 	// queries' own positions must already be stored in kv.
 	Attention(out, q []float32, kv *KVLayer, seqs []AttnSeq, p AttnParams)
+
+	// CausalConv1D convolves each sequence's rows of x (rows x Channels) with
+	// the per-channel kernel, continuing from and then advancing the state:
+	// out[t][c] = bias[c] + sum_j w[c][j] * in(t-K+1+j)[c], where inputs before
+	// the chunk come from the state. out must not alias x.
+	CausalConv1D(out, x []float32, p ConvParams, seqs []RecSeq)
+
+	// SelectiveScan runs the recurrence, per sequence, from its state:
+	//   s[h,p,n] = exp(dt[t,h]*A[h,n]) * s[h,p,n] + dt[t,h] * B[t,g,n] * x[t,h,p]
+	//   y[t,h,p] = sum_n s[h,p,n] * C[t,g,n] + D[h] * x[t,h,p]
+	// with g = h / (Heads/Groups). x and y are rows x Heads*HeadDim, dt rows x
+	// Heads (after softplus), B and C rows x Groups*StateDim.
+	SelectiveScan(y, x, dt, B, C []float32, p ScanParams, seqs []RecSeq)
+
+	// RMSNormGated: h = x * silu(gate), then each group of size elements of
+	// every row of n is RMS-normalised and scaled by w (Mamba2's gated norm).
+	RMSNormGated(dst, x, gate, w []float32, n, group int, eps float32)
+
+	// Softplus: x = log(1 + exp(x)), and x itself above 20 (torch's threshold).
+	Softplus(x []float32)
 }

@@ -75,7 +75,10 @@ func BenchmarkModelMatMuls(b *testing.B) {
 			for _, s := range [][2]int{{576, 576}, {192, 576}, {192, 576}, {576, 576}, {1536, 576}, {1536, 576}, {576, 1536}} {
 				data := make([]byte, s[0]*s[1]*dt.Size())
 				for i := range data {
-					data[i] = byte(i*31) & 0x3f // small finite values
+					data[i] = byte(i * 31)
+					if i%dt.Size() == dt.Size()-1 {
+						data[i] = 0x3c | byte(i>>4)&0x83 // normal numbers of magnitude ~0.01-2
+					}
 				}
 				w, _ := gpu.NewWeight(dt, s[0], s[1], data)
 				ws = append(ws, w)

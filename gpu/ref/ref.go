@@ -177,3 +177,97 @@ func (Device) Attention(out, q []float32, kv *gpu.KVLayer, seqs []gpu.AttnSeq, p
 		}
 	}
 }
+
+// CausalConv1D implements gpu.Device.
+func (Device) CausalConv1D(out, x []float32, p gpu.ConvParams, seqs []gpu.RecSeq) {
+	C, K := p.Channels, p.Width
+	for _, s := range seqs {
+		state := s.State[p.StateOffset : p.StateOffset+(K-1)*C]
+		// in(t) for t in [-(K-1), N): the state, then the chunk's rows.
+		in := func(t int) []float32 {
+			if t < 0 {
+				return state[(K-1+t)*C:]
+			}
+			return x[(s.Row+t)*C:]
+		}
+		for t := 0; t < s.N; t++ {
+			o := out[(s.Row+t)*C : (s.Row+t+1)*C]
+			for c := range o {
+				var acc float64
+				if p.Bias != nil {
+					acc = float64(p.Bias[c])
+				}
+				for j := 0; j < K; j++ {
+					acc += float64(p.Weight[c*K+j]) * float64(in(t-K+1+j)[c])
+				}
+				if p.SiLU {
+					acc = acc / (1 + math.Exp(-acc))
+				}
+				o[c] = float32(acc)
+			}
+		}
+		// The new state is the last K-1 inputs of (old state, chunk).
+		next := make([]float32, (K-1)*C)
+		for i := 0; i < K-1; i++ {
+			copy(next[i*C:(i+1)*C], in(s.N-(K-1)+i)[:C])
+		}
+		copy(state, next)
+	}
+}
+
+// SelectiveScan implements gpu.Device.
+func (Device) SelectiveScan(y, x, dt, B, C []float32, p gpu.ScanParams, seqs []gpu.RecSeq) {
+	H, P, N, G := p.Heads, p.HeadDim, p.StateDim, p.Groups
+	perGroup := H / G
+	for _, s := range seqs {
+		state := s.State[p.StateOffset : p.StateOffset+H*P*N]
+		for t := s.Row; t < s.Row+s.N; t++ {
+			for h := 0; h < H; h++ {
+				d := float64(dt[t*H+h])
+				g := h / perGroup
+				b := B[(t*G+g)*N:][:N]
+				c := C[(t*G+g)*N:][:N]
+				for i := 0; i < P; i++ {
+					xv := float64(x[t*H*P+h*P+i])
+					st := state[(h*P+i)*N:][:N]
+					var acc float64
+					for n := 0; n < N; n++ {
+						v := math.Exp(d*float64(p.A[h*N+n]))*float64(st[n]) + d*float64(b[n])*xv
+						st[n] = float32(v)
+						acc += v * float64(c[n])
+					}
+					y[t*H*P+h*P+i] = float32(acc + float64(p.D[h])*xv)
+				}
+			}
+		}
+	}
+}
+
+// RMSNormGated implements gpu.Device.
+func (Device) RMSNormGated(dst, x, gate, w []float32, n, group int, eps float32) {
+	h := make([]float64, group)
+	for r := 0; r < len(x)/n; r++ {
+		for g0 := 0; g0 < n; g0 += group {
+			var ss float64
+			for i := range h {
+				j := r*n + g0 + i
+				gv := float64(gate[j])
+				h[i] = float64(x[j]) * gv / (1 + math.Exp(-gv))
+				ss += h[i] * h[i]
+			}
+			inv := 1 / math.Sqrt(ss/float64(group)+float64(eps))
+			for i := range h {
+				dst[r*n+g0+i] = float32(h[i] * inv * float64(w[g0+i]))
+			}
+		}
+	}
+}
+
+// Softplus implements gpu.Device.
+func (Device) Softplus(x []float32) {
+	for i, v := range x {
+		if v <= 20 {
+			x[i] = float32(math.Log1p(math.Exp(float64(v))))
+		}
+	}
+}

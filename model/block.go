@@ -1,0 +1,303 @@
+package model
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/troupe-ai/troupe/gpu"
+	"github.com/troupe-ai/troupe/kvcache"
+)
+
+// This file holds the pieces every family's forward pass is built from: the
+// per-step workspace, attention over the paged KV cache, the gated MLP and the
+// output head. Families differ in how they arrange them (see transformer.go
+// for the dense decoders, hybrid.go for the state-space ones).
+
+// workspace holds the activations of one step, grown as needed and reused.
+type workspace struct {
+	T                  int // rows (tokens) in the step
+	ids                []int32
+	x, h, o            []float32
+	q, k, v, att       []float32
+	gate, up           []float32
+	rows, logits       []float32
+	ropes              []ropeTable
+	attn               []gpu.AttnSeq
+	rec                []gpu.RecSeq
+	conv, xz, dt, b, c []float32 // state-space layers
+	router             []float32
+	moeIn, moeOut      []float32
+	moeRows            []int32
+}
+
+type ropeTable struct {
+	rope     *Rope
+	cos, sin []float32
+}
+
+func grow(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
+
+// begin checks a step's sequences against the pool and the vocabulary and
+// lays out its rows; it returns the number of logit rows asked for.
+func (ws *workspace) begin(pool *kvcache.Pool, seqs []Seq, vocab int, needPages, needSlot bool) (int, error) {
+	T, R := 0, 0
+	ws.ids, ws.attn = ws.ids[:0], ws.attn[:0]
+	for i, s := range seqs {
+		if len(s.Tokens) == 0 {
+			return 0, fmt.Errorf("model: sequence %d has no tokens", i)
+		}
+		end := s.Pos + len(s.Tokens)
+		if needPages && len(s.Pages)*pool.PageSize() < end {
+			return 0, fmt.Errorf("model: sequence %d needs %d positions, its page table covers %d", i, end, len(s.Pages)*pool.PageSize())
+		}
+		if needSlot && s.Slot == 0 {
+			return 0, fmt.Errorf("model: sequence %d has no recurrent state slot", i)
+		}
+		for _, id := range s.Tokens {
+			if id < 0 || int(id) >= vocab {
+				return 0, fmt.Errorf("model: token id %d out of range [0, %d)", id, vocab)
+			}
+		}
+		ws.ids = append(ws.ids, s.Tokens...)
+		ws.attn = append(ws.attn, gpu.AttnSeq{Row: T, N: len(s.Tokens), Pos: s.Pos, Pages: s.Pages})
+		T += len(s.Tokens)
+		switch s.Logits {
+		case LastLogits:
+			R++
+		case AllLogits:
+			R += len(s.Tokens)
+		}
+	}
+	ws.T = T
+	return R, nil
+}
+
+// buildRopes fills one cos/sin table per distinct Rope for the step's
+// positions.
+func (ws *workspace) buildRopes(ropes []*Rope, seqs []Seq) {
+	ws.ropes = ws.ropes[:0]
+	for _, r := range ropes {
+		if r == nil || ws.ropeFor(r) != nil {
+			continue
+		}
+		half := r.Dim / 2
+		rt := ropeTable{rope: r, cos: make([]float32, ws.T*half), sin: make([]float32, ws.T*half)}
+		row := 0
+		for _, s := range seqs {
+			inv := r.freqs(s.Pos + len(s.Tokens))
+			for i := range s.Tokens {
+				r.fill(rt.cos[row*half:(row+1)*half], rt.sin[row*half:(row+1)*half], inv, s.Pos+i)
+				row++
+			}
+		}
+		ws.ropes = append(ws.ropes, rt)
+	}
+}
+
+func (ws *workspace) ropeFor(r *Rope) *ropeTable {
+	for i := range ws.ropes {
+		if ws.ropes[i].rope == r {
+			return &ws.ropes[i]
+		}
+	}
+	return nil
+}
+
+// head computes the logits of the rows that asked for them: final norm, the
+// output projection and optional soft-capping.
+type head struct {
+	norm     []float32
+	eps      float32
+	unitNorm bool
+	lmHead   *gpu.Weight
+	softcap  float32
+}
+
+func (hd *head) logits(dev gpu.Device, ws *workspace, seqs []Seq, x []float32, R, H int) []float32 {
+	if R == 0 {
+		return nil
+	}
+	ws.rows = grow(ws.rows, R*H)
+	r := 0
+	for i, s := range seqs {
+		a := ws.attn[i]
+		switch s.Logits {
+		case LastLogits:
+			copy(ws.rows[r*H:(r+1)*H], x[(a.Row+a.N-1)*H:])
+			r++
+		case AllLogits:
+			copy(ws.rows[r*H:(r+a.N)*H], x[a.Row*H:])
+			r += a.N
+		}
+	}
+	dev.RMSNorm(ws.rows, ws.rows, hd.norm, H, hd.eps, hd.unitNorm)
+	ws.logits = grow(ws.logits, R*hd.lmHead.Rows)
+	dev.MatMul(ws.logits, ws.rows, R, hd.lmHead)
+	if hd.softcap > 0 {
+		dev.Softcap(ws.logits, hd.softcap)
+	}
+	return ws.logits
+}
+
+// attention is one multi-head attention block with grouped KV heads.
+type attention struct {
+	wq, wk, wv, wo          *gpu.Weight
+	bq, bk, bv, bo          []float32
+	qNorm, kNorm            []float32 // per-head RMSNorm before RoPE (Qwen3, Gemma 3)
+	heads, kvHeads, headDim int
+	scale, softcap          float32
+	window                  int
+	rope                    *Rope // nil: no positional encoding (Jamba)
+	eps                     float32
+	unitNorm                bool
+}
+
+// loadAttention reads q/k/v/o projections under prefix (e.g.
+// "model.layers.3.self_attn."), fused as Phi-3's qkv_proj when fused is set.
+func loadAttention(w *Weights, prefix string, a attention, hidden int, fused, qkvBias, oBias, qkNorm bool) attention {
+	Q, KV := a.heads*a.headDim, a.kvHeads*a.headDim
+	if fused {
+		qkv := w.Matrix(prefix+"qkv_proj.weight", Q+2*KV, hidden)
+		if qkv != nil {
+			a.wq, a.wk, a.wv = qkv.RowSlice(0, Q), qkv.RowSlice(Q, Q+KV), qkv.RowSlice(Q+KV, Q+2*KV)
+		}
+	} else {
+		a.wq = w.Matrix(prefix+"q_proj.weight", Q, hidden)
+		a.wk = w.Matrix(prefix+"k_proj.weight", KV, hidden)
+		a.wv = w.Matrix(prefix+"v_proj.weight", KV, hidden)
+	}
+	a.wo = w.Matrix(prefix+"o_proj.weight", hidden, Q)
+	if qkvBias {
+		a.bq = w.Vector(prefix+"q_proj.bias", Q)
+		a.bk = w.Vector(prefix+"k_proj.bias", KV)
+		a.bv = w.Vector(prefix+"v_proj.bias", KV)
+	}
+	if oBias {
+		a.bo = w.Vector(prefix+"o_proj.bias", hidden)
+	}
+	if qkNorm {
+		a.qNorm = w.Vector(prefix+"q_norm.weight", a.headDim)
+		a.kNorm = w.Vector(prefix+"k_norm.weight", a.headDim)
+	}
+	return a
+}
+
+func (a *attention) cache() LayerCache {
+	kind := FullAttention
+	if a.window > 0 {
+		kind = WindowedAttention
+	}
+	return LayerCache{Kind: kind, KVHeads: a.kvHeads, HeadDim: a.headDim, Window: a.window}
+}
+
+// forward: out = o_proj(attention(q, k, v)) for the normalised rows in; the
+// step's keys and values are stored into kv first.
+func (a *attention) forward(dev gpu.Device, ws *workspace, kv *gpu.KVLayer, in, out []float32) {
+	T, D := ws.T, a.headDim
+	ws.q, ws.att = grow(ws.q, T*a.heads*D), grow(ws.att, T*a.heads*D)
+	ws.k, ws.v = grow(ws.k, T*a.kvHeads*D), grow(ws.v, T*a.kvHeads*D)
+	dev.MatMul(ws.q, in, T, a.wq)
+	dev.MatMul(ws.k, in, T, a.wk)
+	dev.MatMul(ws.v, in, T, a.wv)
+	if a.bq != nil {
+		dev.AddBias(ws.q, a.bq)
+		dev.AddBias(ws.k, a.bk)
+		dev.AddBias(ws.v, a.bv)
+	}
+	if a.qNorm != nil {
+		dev.RMSNorm(ws.q, ws.q, a.qNorm, D, a.eps, a.unitNorm)
+		dev.RMSNorm(ws.k, ws.k, a.kNorm, D, a.eps, a.unitNorm)
+	}
+	if a.rope != nil {
+		rt := ws.ropeFor(a.rope)
+		dev.RoPE(ws.q, a.heads, D, rt.cos, rt.sin)
+		dev.RoPE(ws.k, a.kvHeads, D, rt.cos, rt.sin)
+	}
+	storeKV(kv, ws.k, ws.v, ws.attn)
+	dev.Attention(ws.att, ws.q, kv, ws.attn, gpu.AttnParams{
+		Heads: a.heads, KVHeads: a.kvHeads, HeadDim: D, Scale: a.scale, Window: a.window, Softcap: a.softcap,
+	})
+	dev.MatMul(out, ws.att, T, a.wo)
+	if a.bo != nil {
+		dev.AddBias(out, a.bo)
+	}
+}
+
+// storeKV writes each row's key and value into its sequence's page slot.
+func storeKV(kv *gpu.KVLayer, k, v []float32, seqs []gpu.AttnSeq) {
+	dim := kv.Dim
+	for _, s := range seqs {
+		for r := 0; r < s.N; r++ {
+			slot := kv.Slot(s.Pages, s.Pos+r)
+			src := (s.Row + r) * dim
+			copy(kv.K[slot:slot+dim], k[src:src+dim])
+			copy(kv.V[slot:slot+dim], v[src:src+dim])
+		}
+	}
+}
+
+// mlp is the gated feed-forward block: down(act(gate(x)) * up(x)).
+type mlp struct {
+	gate, up, down    *gpu.Weight
+	bGate, bUp, bDown []float32
+	gelu              bool // gelu_pytorch_tanh instead of SiLU
+}
+
+// loadMLP reads gate/up/down projections under prefix (e.g.
+// "model.layers.3.mlp."), fused as Phi-3's gate_up_proj when fused is set.
+func loadMLP(w *Weights, prefix string, hidden, inter int, fused, bias, gelu bool) mlp {
+	m := mlp{gelu: gelu}
+	if fused {
+		gu := w.Matrix(prefix+"gate_up_proj.weight", 2*inter, hidden)
+		if gu != nil {
+			m.gate, m.up = gu.RowSlice(0, inter), gu.RowSlice(inter, 2*inter)
+		}
+	} else {
+		m.gate = w.Matrix(prefix+"gate_proj.weight", inter, hidden)
+		m.up = w.Matrix(prefix+"up_proj.weight", inter, hidden)
+	}
+	m.down = w.Matrix(prefix+"down_proj.weight", hidden, inter)
+	if bias {
+		m.bGate = w.Vector(prefix+"gate_proj.bias", inter)
+		m.bUp = w.Vector(prefix+"up_proj.bias", inter)
+		m.bDown = w.Vector(prefix+"down_proj.bias", hidden)
+	}
+	return m
+}
+
+// forward computes out = mlp(in) for rows rows.
+func (m *mlp) forward(dev gpu.Device, ws *workspace, in, out []float32, rows int) {
+	I := m.gate.Rows
+	ws.gate, ws.up = grow(ws.gate, rows*I), grow(ws.up, rows*I)
+	dev.MatMul(ws.gate, in, rows, m.gate)
+	dev.MatMul(ws.up, in, rows, m.up)
+	if m.bGate != nil {
+		dev.AddBias(ws.gate, m.bGate)
+		dev.AddBias(ws.up, m.bUp)
+	}
+	if m.gelu {
+		dev.GELUTanhMul(ws.gate, ws.gate, ws.up)
+	} else {
+		dev.SiLUMul(ws.gate, ws.gate, ws.up)
+	}
+	dev.MatMul(out, ws.gate, rows, m.down)
+	if m.bDown != nil {
+		dev.AddBias(out, m.bDown)
+	}
+}
+
+// ropesOf lists the distinct RoPEs of the attention blocks.
+func ropesOf(blocks []*attention) []*Rope {
+	var out []*Rope
+	for _, a := range blocks {
+		if a != nil && a.rope != nil && !slices.Contains(out, a.rope) {
+			out = append(out, a.rope)
+		}
+	}
+	return out
+}
