@@ -158,7 +158,7 @@ type Registry struct {
 // NewRegistry returns a registry holding every family troupe implements.
 func NewRegistry() *Registry {
 	r := &Registry{families: map[string]Family{}}
-	for _, f := range []Family{llamaFamily, qwen2Family, qwen3Family, mistralFamily, phi3Family, gemma2Family, gemma3Family} {
+	for _, f := range []Family{llamaFamily, qwen2Family, qwen3Family, mistralFamily, phi3Family, gemma2Family, gemma3Family, mambaFamily, mamba2Family, jambaFamily, bambaFamily} {
 		r.Register(f)
 	}
 	return r

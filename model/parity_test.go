@@ -23,7 +23,16 @@ import (
 // comfortable for a float32 implementation).
 const logitTol = 1e-3
 
-var denseFixtures = []string{"llama_gqa", "llama_tied", "qwen2", "qwen3", "mistral_swa", "phi3", "gemma2", "gemma3_text"}
+// parityFixtures are the random-weight checkpoints and whether their family
+// needs whole-state snapshots for prefix reuse.
+var parityFixtures = []struct {
+	name          string
+	snapshotReuse bool
+}{
+	{"llama_gqa", false}, {"llama_tied", false}, {"qwen2", false}, {"qwen3", false},
+	{"mistral_swa", false}, {"phi3", false}, {"gemma2", false}, {"gemma3_text", false},
+	{"mamba", true}, {"mamba2", true}, {"jamba", true}, {"bamba", true},
+}
 
 type reference struct {
 	Prompt struct {
@@ -90,9 +99,10 @@ func maxAbsDiff(a, b []float32) float64 {
 	return d
 }
 
-func TestDenseParity(t *testing.T) {
+func TestParity(t *testing.T) {
 	root := fixtures.Dir(t)
-	for _, name := range denseFixtures {
+	for _, fx := range parityFixtures {
+		name := fx.name
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join(root, "models", name)
 			refs := readReference(t, dir)
@@ -111,8 +121,8 @@ func TestDenseParity(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			if model.SnapshotReuse(m.Cache()) {
-				t.Errorf("dense family %s reports SnapshotReuse", name)
+			if got := model.SnapshotReuse(m.Cache()); got != fx.snapshotReuse {
+				t.Errorf("%s reports SnapshotReuse %v, want %v", name, got, fx.snapshotReuse)
 			}
 			for _, b := range backends(t) {
 				t.Run(b.name, func(t *testing.T) {
@@ -130,12 +140,9 @@ func TestDenseParity(t *testing.T) {
 // against transformers' (all of them, and the top-20 lists by id).
 func checkPromptLogits(t *testing.T, m model.Model, dev gpu.Device, r *reference, want []float32) {
 	pool := newPool(t, m)
-	var seq kvcache.Seq
 	ids := r.Prompt.IDs
-	if err := pool.Reserve(&seq, len(ids)); err != nil {
-		t.Fatal(err)
-	}
-	logits, err := m.Forward(dev, pool, []model.Seq{{Tokens: ids, Pages: seq.Pages, Logits: model.AllLogits}})
+	seq := newSeq(t, pool, len(ids))
+	logits, err := m.Forward(dev, pool, []model.Seq{{Tokens: ids, Pages: seq.Pages, Slot: seq.Slot, Logits: model.AllLogits}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,6 +161,19 @@ func checkPromptLogits(t *testing.T, m model.Model, dev gpu.Device, r *reference
 			}
 		}
 	}
+}
+
+// newSeq reserves pages for n positions and a state slot.
+func newSeq(t *testing.T, pool *kvcache.Pool, n int) *kvcache.Seq {
+	t.Helper()
+	var seq kvcache.Seq
+	if err := pool.Reserve(&seq, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.EnsureSlot(&seq); err != nil {
+		t.Fatal(err)
+	}
+	return &seq
 }
 
 func greedyReq(prompt []int32, n int) engine.Request {
@@ -181,15 +201,12 @@ func checkGreedy(t *testing.T, m model.Model, dev gpu.Device, r *reference) {
 // then decodes: the continuation must equal the uninterrupted one.
 func checkChunked(t *testing.T, m model.Model, dev gpu.Device, r *reference) {
 	pool := newPool(t, m)
-	var seq kvcache.Seq
 	ids, split := r.Prompt.IDs, r.Prompt.ChunkSplitAt
-	if err := pool.Reserve(&seq, len(ids)+len(r.GreedyChunked.IDs)); err != nil {
+	seq := newSeq(t, pool, len(ids)+len(r.GreedyChunked.IDs))
+	if _, err := m.Forward(dev, pool, []model.Seq{{Tokens: ids[:split], Pages: seq.Pages, Slot: seq.Slot}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Forward(dev, pool, []model.Seq{{Tokens: ids[:split], Pages: seq.Pages}}); err != nil {
-		t.Fatal(err)
-	}
-	logits, err := m.Forward(dev, pool, []model.Seq{{Tokens: ids[split:], Pos: split, Pages: seq.Pages, Logits: model.LastLogits}})
+	logits, err := m.Forward(dev, pool, []model.Seq{{Tokens: ids[split:], Pos: split, Pages: seq.Pages, Slot: seq.Slot, Logits: model.LastLogits}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +215,7 @@ func checkChunked(t *testing.T, m model.Model, dev gpu.Device, r *reference) {
 	for len(got) < len(r.GreedyChunked.IDs) {
 		id := argmax(logits)
 		got = append(got, id)
-		if logits, err = m.Forward(dev, pool, []model.Seq{{Tokens: []int32{id}, Pos: pos, Pages: seq.Pages, Logits: model.LastLogits}}); err != nil {
+		if logits, err = m.Forward(dev, pool, []model.Seq{{Tokens: []int32{id}, Pos: pos, Pages: seq.Pages, Slot: seq.Slot, Logits: model.LastLogits}}); err != nil {
 			t.Fatal(err)
 		}
 		pos++

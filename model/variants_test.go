@@ -98,11 +98,14 @@ func lastLogits(t *testing.T, m model.Model, dev gpu.Device, chunks [][]int32) [
 		if err := pool.Reserve(&seq, seq.Len+len(c)); err != nil {
 			t.Fatal(err)
 		}
+		if err := pool.EnsureSlot(&seq); err != nil {
+			t.Fatal(err)
+		}
 		mode := model.NoLogits
 		if i == len(chunks)-1 {
 			mode = model.LastLogits
 		}
-		out, err := m.Forward(dev, pool, []model.Seq{{Tokens: c, Pos: seq.Len, Pages: seq.Pages, Logits: mode}})
+		out, err := m.Forward(dev, pool, []model.Seq{{Tokens: c, Pos: seq.Len, Pages: seq.Pages, Slot: seq.Slot, Logits: mode}})
 		if err != nil {
 			t.Fatal(err)
 		}
