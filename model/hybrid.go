@@ -198,3 +198,8 @@ func (m *moe) forward(dev gpu.Device, ws *workspace, in, out []float32, H int) {
 		}
 	}
 }
+
+// Snapshot implements Model.
+func (h *hybrid) Snapshot(pool *kvcache.Pool, seq *kvcache.Seq, tokens []int32) (*Snapshot, error) {
+	return TakeSnapshot(pool, h.Cache(), seq, tokens)
+}

@@ -139,6 +139,9 @@ type Model interface {
 	// LastLogits sequence gives one row, AllLogits len(Tokens) rows), each row
 	// Vocab wide. The returned slice is reused by the next call.
 	Forward(dev gpu.Device, pool *kvcache.Pool, seqs []Seq) ([]float32, error)
+	// Snapshot copies the state of seq, which covers exactly tokens, out of
+	// the pool (Snapshot.Restore puts it back).
+	Snapshot(pool *kvcache.Pool, seq *kvcache.Seq, tokens []int32) (*Snapshot, error)
 	// Close releases the weights (unmaps files).
 	Close() error
 }

@@ -164,3 +164,8 @@ func (d *decoder) Forward(dev gpu.Device, pool *kvcache.Pool, seqs []Seq) ([]flo
 
 // defaultAttnScale is 1/sqrt(head_dim).
 func defaultAttnScale(headDim int) float32 { return float32(1 / math.Sqrt(float64(headDim))) }
+
+// Snapshot implements Model.
+func (d *decoder) Snapshot(pool *kvcache.Pool, seq *kvcache.Seq, tokens []int32) (*Snapshot, error) {
+	return TakeSnapshot(pool, d.Cache(), seq, tokens)
+}
