@@ -15,6 +15,7 @@ func cmdModelInit(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("model init", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	preset := fs.String("preset", "", "named configuration: "+strings.Join(checkpoint.PresetNames(), ", "))
+	arch := fs.String("arch", "", "architecture of a tiny configuration: "+strings.Join(checkpoint.Archs(), ", "))
 	config := fs.String("config", "", "config.json to use instead of a preset")
 	dtype := fs.String("dtype", "f32", "weight dtype: f32 or bf16")
 	seed := fs.Uint64("seed", 0, "random seed of the weights")
@@ -35,11 +36,24 @@ func cmdModelInit(args []string, stdout, stderr io.Writer) error {
 		cfg, err = checkpoint.Preset(*preset)
 	case *config != "":
 		cfg, err = checkpoint.ReadConfig(*config)
+	case *arch != "":
+		cfg, err = checkpoint.Tiny(*arch)
 	default:
-		return errors.New("model init: give --preset NAME or --config FILE")
+		return errors.New("model init: give --preset NAME, --arch NAME or --config FILE")
 	}
 	if err != nil {
 		return fmt.Errorf("model init: %w", err)
+	}
+	if *arch != "" && (*preset != "" || *config != "") {
+		if mt, _ := cfg["model_type"].(string); mt != *arch {
+			if *preset == "tiny" {
+				if cfg, err = checkpoint.Tiny(*arch); err != nil {
+					return fmt.Errorf("model init: %w", err)
+				}
+			} else {
+				return fmt.Errorf("model init: --arch %s does not match the configuration's model_type %q", *arch, mt)
+			}
+		}
 	}
 	opt := checkpoint.Options{Seed: *seed}
 	switch *dtype {

@@ -198,7 +198,7 @@ func (Device) CausalConv1D(out, x []float32, p gpu.ConvParams, seqs []gpu.RecSeq
 					acc = float64(p.Bias[c])
 				}
 				for j := 0; j < K; j++ {
-					acc += float64(p.Weight[c*K+j]) * float64(in(t-K+1+j)[c])
+					acc += float64(p.Weight[c*K+j]) * float64(in(t - K + 1 + j)[c])
 				}
 				if p.SiLU {
 					acc = acc / (1 + math.Exp(-acc))
@@ -209,7 +209,7 @@ func (Device) CausalConv1D(out, x []float32, p gpu.ConvParams, seqs []gpu.RecSeq
 		// The new state is the last K-1 inputs of (old state, chunk).
 		next := make([]float32, (K-1)*C)
 		for i := 0; i < K-1; i++ {
-			copy(next[i*C:(i+1)*C], in(s.N-(K-1)+i)[:C])
+			copy(next[i*C:(i+1)*C], in(s.N - (K - 1) + i)[:C])
 		}
 		copy(state, next)
 	}

@@ -18,7 +18,7 @@ import (
 // Config is a config.json as an ordered set of fields.
 type Config map[string]any
 
-// Presets are named configurations.
+// presets are named configurations.
 var presets = map[string]func() Config{
 	// SmolLM2-135M's shapes (HuggingFaceTB/SmolLM2-135M).
 	"smollm2-135m": func() Config {
@@ -31,17 +31,77 @@ var presets = map[string]func() Config{
 			"hidden_act": "silu",
 		}
 	},
-	// A Llama small enough to load in milliseconds.
-	"tiny": func() Config {
+	// mamba-130m's shapes (state-spaces/mamba-130m-hf).
+	"mamba-130m": func() Config {
 		return Config{
-			"architectures": []string{"LlamaForCausalLM"}, "model_type": "llama",
-			"hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
-			"num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512,
-			"tie_word_embeddings": true, "rope_theta": 10000.0, "rms_norm_eps": 1e-5,
-			"max_position_embeddings": 2048, "bos_token_id": 1, "eos_token_id": 2,
-			"hidden_act": "silu",
+			"architectures": []string{"MambaForCausalLM"}, "model_type": "mamba",
+			"hidden_size": 768, "intermediate_size": 1536, "num_hidden_layers": 24,
+			"state_size": 16, "expand": 2, "conv_kernel": 4, "time_step_rank": 48,
+			"vocab_size": 50280, "layer_norm_epsilon": 1e-5, "use_bias": false, "use_conv_bias": true,
+			"tie_word_embeddings": true, "bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 0,
 		}
 	},
+	// A Llama small enough to load in milliseconds.
+	"tiny": func() Config { return tiny("llama") },
+}
+
+// Archs lists the architectures --arch accepts (model_type values).
+func Archs() []string {
+	return []string{"llama", "qwen2", "qwen3", "mistral", "phi3", "gemma2", "gemma3_text", "mamba", "mamba2", "jamba", "bamba"}
+}
+
+// Tiny returns a tiny configuration of architecture arch (a model_type).
+func Tiny(arch string) (Config, error) {
+	if c := tiny(arch); c != nil {
+		return c, nil
+	}
+	return nil, fmt.Errorf("unknown architecture %q (have %v)", arch, Archs())
+}
+
+func tiny(arch string) Config {
+	c := Config{
+		"model_type": arch, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
+		"num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512,
+		"rope_theta": 10000.0, "rms_norm_eps": 1e-5, "max_position_embeddings": 2048,
+		"bos_token_id": 1, "eos_token_id": 2,
+	}
+	class := map[string]string{
+		"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+		"mistral": "MistralForCausalLM", "phi3": "Phi3ForCausalLM", "gemma2": "Gemma2ForCausalLM",
+		"gemma3_text": "Gemma3ForCausalLM", "mamba": "MambaForCausalLM", "mamba2": "Mamba2ForCausalLM",
+		"jamba": "JambaForCausalLM", "bamba": "BambaForCausalLM",
+	}[arch]
+	if class == "" {
+		return nil
+	}
+	c["architectures"] = []string{class}
+	switch arch {
+	case "llama":
+		c["tie_word_embeddings"] = true
+	case "qwen3", "gemma2", "gemma3_text":
+		c["head_dim"] = 16
+		c["query_pre_attn_scalar"] = 16
+		c["sliding_window"] = 32
+	case "mistral":
+		c["sliding_window"] = 32
+	case "mamba":
+		c["intermediate_size"], c["state_size"], c["expand"], c["conv_kernel"], c["time_step_rank"] = 128, 16, 2, 4, 4
+		c["layer_norm_epsilon"] = 1e-5
+	case "mamba2":
+		c["state_size"], c["expand"], c["conv_kernel"], c["num_heads"], c["head_dim"], c["n_groups"], c["chunk_size"] = 16, 2, 4, 8, 16, 1, 16
+		c["layer_norm_epsilon"] = 1e-5
+	case "jamba":
+		c["num_hidden_layers"] = 4
+		c["attn_layer_period"], c["attn_layer_offset"], c["expert_layer_period"], c["expert_layer_offset"] = 2, 1, 2, 1
+		c["num_experts"], c["num_experts_per_tok"] = 4, 2
+		c["mamba_d_state"], c["mamba_d_conv"], c["mamba_expand"], c["mamba_dt_rank"] = 16, 4, 2, 4
+	case "bamba":
+		c["num_hidden_layers"] = 4
+		c["attn_layer_indices"] = []int{1, 3}
+		c["mamba_n_heads"], c["mamba_d_head"], c["mamba_n_groups"], c["mamba_d_state"], c["mamba_d_conv"], c["mamba_expand"] = 8, 16, 1, 16, 4, 2
+		c["partial_rotary_factor"] = 0.5
+	}
+	return c
 }
 
 // PresetNames lists the presets.
@@ -105,12 +165,19 @@ type tensorSpec struct {
 	name  string
 	shape []int
 	fill  float64 // NaN: random normal; else a constant
+	// logPeriod > 0 fills element i with log(1 + i%logPeriod): the S4D-real
+	// initialisation of A_log, which keeps a state-space layer stable.
+	logPeriod int
 }
 
 // Tensors lists the tensors a checkpoint of config c holds, in the layout the
 // model families read.
 func tensors(c Config) ([]tensorSpec, error) {
 	mt, _ := c["model_type"].(string)
+	switch mt {
+	case "mamba", "mamba2", "jamba", "bamba":
+		return hybridTensors(c)
+	}
 	H := c.int("hidden_size", 0)
 	V := c.int("vocab_size", 0)
 	L := c.int("num_hidden_layers", 0)
@@ -134,11 +201,11 @@ func tensors(c Config) ([]tensorSpec, error) {
 	default:
 		return nil, fmt.Errorf("model_type %q: the generator knows llama, qwen2, qwen3, mistral, phi3, gemma2, gemma3_text", mt)
 	}
-	ts := []tensorSpec{{"model.embed_tokens.weight", []int{V, H}, rnd}}
+	ts := []tensorSpec{{name: "model.embed_tokens.weight", shape: []int{V, H}, fill: rnd}}
 	for i := 0; i < L; i++ {
 		p := fmt.Sprintf("model.layers.%d.", i)
 		add := func(name string, fill float64, shape ...int) {
-			ts = append(ts, tensorSpec{p + name, shape, fill})
+			ts = append(ts, tensorSpec{name: p + name, shape: shape, fill: fill})
 		}
 		add("input_layernorm.weight", norm, H)
 		add("post_attention_layernorm.weight", norm, H)
@@ -177,9 +244,9 @@ func tensors(c Config) ([]tensorSpec, error) {
 			add("self_attn.k_norm.weight", norm, D)
 		}
 	}
-	ts = append(ts, tensorSpec{"model.norm.weight", []int{H}, norm})
+	ts = append(ts, tensorSpec{name: "model.norm.weight", shape: []int{H}, fill: norm})
 	if !tied {
-		ts = append(ts, tensorSpec{"lm_head.weight", []int{V, H}, rnd})
+		ts = append(ts, tensorSpec{name: "lm_head.weight", shape: []int{V, H}, fill: rnd})
 	}
 	return ts, nil
 }
@@ -235,7 +302,10 @@ func Write(dir string, c Config, opt Options) error {
 		data := make([]byte, n*opt.DType.Size())
 		for i := 0; i < n; i++ {
 			v := float32(s.fill)
-			if math.IsNaN(s.fill) {
+			switch {
+			case s.logPeriod > 0:
+				v = float32(math.Log(float64(1 + i%s.logPeriod)))
+			case math.IsNaN(s.fill):
 				v = float32(rng.NormFloat64() * std)
 			}
 			if opt.DType == gpu.BF16 {
