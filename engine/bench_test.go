@@ -19,10 +19,16 @@ import (
 // benchModel writes (once per machine, in the temp dir) and loads a
 // random-weight checkpoint with SmolLM2-135M's shapes.
 func benchModel(b *testing.B, dtype gpu.DType) model.Model {
+	return presetModel(b, "smollm2-135m", dtype)
+}
+
+// presetModel writes (once per machine, in the temp dir) and loads a
+// random-weight checkpoint of a preset.
+func presetModel(b *testing.B, preset string, dtype gpu.DType) model.Model {
 	b.Helper()
-	dir := filepath.Join(os.TempDir(), "troupe-bench", "smollm2-135m-"+dtype.String())
+	dir := filepath.Join(os.TempDir(), "troupe-bench", preset+"-"+dtype.String())
 	if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); err != nil {
-		cfg, err := checkpoint.Preset("smollm2-135m")
+		cfg, err := checkpoint.Preset(preset)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -67,16 +73,19 @@ func run(b *testing.B, m model.Model, dev gpu.Device, reqs []engine.Request) []e
 	return res
 }
 
-// BenchmarkDecode measures decode tokens per second on smollm2-135m shapes:
-// single stream, and the aggregate of 8 sequences decoding in one batch.
-// Each iteration prefills a 16-token prompt per sequence, then times 64
-// decode steps.
+// BenchmarkDecode measures decode tokens per second on smollm2-135m shapes
+// (bf16 and f32) and mamba-130m shapes (f32): single stream, and the
+// aggregate of 8 sequences decoding in one batch. Each iteration prefills a
+// 16-token prompt per sequence, then times 64 decode steps.
 func BenchmarkDecode(b *testing.B) {
-	for _, dt := range []gpu.DType{gpu.BF16, gpu.F32} {
-		m := benchModel(b, dt)
+	for _, mc := range []struct {
+		preset string
+		dt     gpu.DType
+	}{{"smollm2-135m", gpu.BF16}, {"smollm2-135m", gpu.F32}, {"mamba-130m", gpu.F32}} {
+		m := presetModel(b, mc.preset, mc.dt)
 		dev := benchDevice(b, false)
 		for _, batch := range []int{1, 8} {
-			b.Run(dt.String()+"/batch"+strconv.Itoa(batch), func(b *testing.B) {
+			b.Run(mc.preset+"-"+mc.dt.String()+"/batch"+strconv.Itoa(batch), func(b *testing.B) {
 				const steps = 64
 				var decode time.Duration
 				for b.Loop() {
@@ -100,13 +109,17 @@ func BenchmarkDecode(b *testing.B) {
 // BenchmarkPrefill measures prompt tokens per second for a 512-token prompt
 // (one chunk), in the default precision and with FastBF16.
 func BenchmarkPrefill(b *testing.B) {
-	for _, dt := range []gpu.DType{gpu.BF16, gpu.F32} {
-		m := benchModel(b, dt)
+	for _, mc := range []struct {
+		preset string
+		dt     gpu.DType
+	}{{"smollm2-135m", gpu.BF16}, {"smollm2-135m", gpu.F32}, {"mamba-130m", gpu.F32}} {
+		m := presetModel(b, mc.preset, mc.dt)
+		dt := mc.dt
 		for _, fast := range []bool{false, true} {
 			if fast && dt != gpu.BF16 {
 				continue
 			}
-			name := dt.String()
+			name := mc.preset + "-" + dt.String()
 			if fast {
 				name += "-fast"
 			}
@@ -120,5 +133,56 @@ func BenchmarkPrefill(b *testing.B) {
 				b.ReportMetric(float64(512*b.N)/prefill.Seconds(), "tok/s")
 			})
 		}
+	}
+}
+
+// BenchmarkSnapshot measures taking and restoring the whole state of a
+// sequence after a 512-token prompt (mamba-130m: recurrent state only;
+// smollm2-135m: 512 positions of KV), and reports its size.
+func BenchmarkSnapshot(b *testing.B) {
+	for _, preset := range []string{"mamba-130m", "smollm2-135m"} {
+		m := presetModel(b, preset, gpu.F32)
+		dev := benchDevice(b, false)
+		pool, err := kvcache.NewPool(model.PoolLayout(m.Cache()), 16, 64, 2)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p := prompt(512)
+		var seq kvcache.Seq
+		if err := pool.Reserve(&seq, len(p)); err != nil {
+			b.Fatal(err)
+		}
+		if err := pool.EnsureSlot(&seq); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := m.Forward(dev, pool, []model.Seq{{Tokens: p, Pages: seq.Pages, Slot: seq.Slot}}); err != nil {
+			b.Fatal(err)
+		}
+		seq.Len = len(p)
+		b.Run(preset+"/snapshot", func(b *testing.B) {
+			var bytes int64
+			for b.Loop() {
+				s, err := m.Snapshot(pool, &seq, p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				bytes = s.Bytes
+			}
+			b.ReportMetric(float64(bytes), "bytes")
+		})
+		snap, err := m.Snapshot(pool, &seq, p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(preset+"/restore", func(b *testing.B) {
+			for b.Loop() {
+				r, err := snap.Restore(pool)
+				if err != nil {
+					b.Fatal(err)
+				}
+				pool.Free(r)
+			}
+			b.ReportMetric(float64(snap.Bytes), "bytes")
+		})
 	}
 }

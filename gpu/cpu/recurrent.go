@@ -7,6 +7,9 @@ void tr_causal_conv(float *out, const float *x, long row, long n, long C, long K
 void tr_scan(float *y, const float *x, const float *dt, const float *B, const float *Cm,
 	     long row, long n, long H, long P, long N, long G, const float *A, const float *D,
 	     float *state, long h0, long h1);
+void tr_softplus(float *x, long n);
+void tr_rmsnorm_gated(float *dst, const float *x, const float *gate, const float *w,
+		      long rows, long n, long g, float eps);
 */
 import "C"
 
@@ -17,10 +20,9 @@ import (
 	"github.com/troupe-ai/troupe/gpu/ref"
 )
 
-// State-space operations: the convolution and the scan are C kernels in
-// ssm.c, split over channels (heads) across the device's threads when the
-// work is large enough to pay for it; the gated norm and softplus are small
-// and run the reference code.
+// State-space operations: C kernels in ssm.c, split over channels (heads)
+// or rows across the device's threads when the work is large enough to pay
+// for it.
 
 // Limits of the C kernels' stack buffers; larger shapes use the reference.
 const (
@@ -91,8 +93,19 @@ func (d *Device) SelectiveScan(y, x, dt, B, Cm []float32, p gpu.ScanParams, seqs
 
 // RMSNormGated implements gpu.Device.
 func (d *Device) RMSNormGated(dst, x, gate, w []float32, n, group int, eps float32) {
-	ref.Device{}.RMSNormGated(dst, x, gate, w, n, group, eps)
+	rows := len(x) / n
+	if rows == 0 {
+		return
+	}
+	d.split(rows, len(x)*4, func(lo, hi int) {
+		C.tr_rmsnorm_gated(fp(dst[lo*n:]), fp(x[lo*n:]), fp(gate[lo*n:]), fp(w), C.long(hi-lo), C.long(n), C.long(group), C.float(eps))
+	})
 }
 
 // Softplus implements gpu.Device.
-func (d *Device) Softplus(x []float32) { ref.Device{}.Softplus(x) }
+func (d *Device) Softplus(x []float32) {
+	if len(x) == 0 {
+		return
+	}
+	d.split(len(x), len(x)*4, func(lo, hi int) { C.tr_softplus(fp(x[lo:]), C.long(hi-lo)) })
+}

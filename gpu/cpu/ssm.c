@@ -11,6 +11,14 @@
 #else
 #define TR_CLONES
 #endif
+/* The scan's dot product over the state dimension may be summed in vector
+ * lanes: the order is fixed per build and CPU kind, and the result stays
+ * within f32 rounding of the sequential sum. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define TR_REASSOC __attribute__((optimize("associative-math", "no-signed-zeros", "no-trapping-math")))
+#else
+#define TR_REASSOC
+#endif
 
 /* expf with ~2 ulp accuracy, written so the compiler can vectorise it. */
 static inline __attribute__((always_inline)) float tr_expf(float x)
@@ -45,30 +53,37 @@ TR_CLONES
 void tr_causal_conv(float *out, const float *x, long row, long n, long C, long K,
 		    const float *w, const float *bias, int silu, float *state, long c0, long c1)
 {
-	float win[16];
-	for (long c = c0; c < c1; c++) {
-		const float *wc = w + c * K;
-		float b = bias ? bias[c] : 0.0f;
-		/* window of the last K inputs, oldest first */
-		for (long j = 0; j < K - 1; j++)
-			win[j] = state[j * C + c];
-		for (long t = 0; t < n; t++) {
-			win[K - 1] = x[(row + t) * C + c];
-			float acc = b;
-			for (long j = 0; j < K; j++)
-				acc += wc[j] * win[j];
-			out[(row + t) * C + c] = silu ? tr_silu(acc) : acc;
-			for (long j = 0; j < K - 1; j++)
-				win[j] = win[j + 1];
+	/* Row by row, vectorised across channels: input t-K+1+j comes from the
+	 * state while it is before the chunk. */
+	for (long t = 0; t < n; t++) {
+		float *o = out + (row + t) * C;
+		for (long c = c0; c < c1; c++)
+			o[c] = bias ? bias[c] : 0.0f;
+		for (long j = 0; j < K; j++) {
+			long src = t - K + 1 + j;
+			const float *in = src < 0 ? state + (K - 1 + src) * C : x + (row + src) * C;
+			for (long c = c0; c < c1; c++)
+				o[c] += w[c * K + j] * in[c];
 		}
-		for (long j = 0; j < K - 1; j++)
-			state[j * C + c] = win[j];
+		if (silu)
+			for (long c = c0; c < c1; c++)
+				o[c] = tr_silu(o[c]);
+	}
+	/* New state: the last K-1 inputs of (state, chunk), oldest first. */
+	for (long j = 0; j < K - 1; j++) {
+		long src = n - (K - 1) + j;
+		if (src < 0) /* short chunk: shift the old state */
+			for (long c = c0; c < c1; c++)
+				state[j * C + c] = state[(j + n) * C + c];
+		else
+			for (long c = c0; c < c1; c++)
+				state[j * C + c] = x[(row + src) * C + c];
 	}
 }
 
 /* Selective scan for rows [row, row+n) and heads [h0, h1); see
  * gpu.Device.SelectiveScan for the recurrence. state is H x P x N. */
-TR_CLONES
+TR_CLONES TR_REASSOC
 void tr_scan(float *y, const float *x, const float *dt, const float *B, const float *Cm,
 	     long row, long n, long H, long P, long N, long G, const float *A, const float *D,
 	     float *state, long h0, long h1)
@@ -96,6 +111,50 @@ void tr_scan(float *y, const float *x, const float *dt, const float *B, const fl
 				}
 				y[t * H * P + h * P + p] = acc + D[h] * xv;
 			}
+		}
+	}
+}
+
+/* softplus(x) = log(1 + exp(x)), x itself above 20 as torch does; written
+ * as max(x, 0) + log1p(exp(-|x|)) with log1p(e) = 2 atanh(e / (2 + e)). */
+TR_CLONES
+void tr_softplus(float *x, long n)
+{
+	for (long i = 0; i < n; i++) {
+		float v = x[i];
+		float e = tr_expf(-__builtin_fabsf(v));
+		float s = e / (2.0f + e), s2 = s * s;
+		float p = 1.0f / 13.0f;
+		p = p * s2 + 1.0f / 11.0f;
+		p = p * s2 + 1.0f / 9.0f;
+		p = p * s2 + 1.0f / 7.0f;
+		p = p * s2 + 1.0f / 5.0f;
+		p = p * s2 + 1.0f / 3.0f;
+		p = p * s2 + 1.0f;
+		float r = (v > 0.0f ? v : 0.0f) + 2.0f * s * p;
+		x[i] = v > 20.0f ? v : r;
+	}
+}
+
+/* Gated RMSNorm: h = x * silu(gate), normalised per group of g elements of
+ * each row of n, times w. dst may alias x. */
+TR_CLONES TR_REASSOC
+void tr_rmsnorm_gated(float *dst, const float *x, const float *gate, const float *w,
+		      long rows, long n, long g, float eps)
+{
+	for (long r = 0; r < rows; r++) {
+		for (long g0 = 0; g0 < n; g0 += g) {
+			const float *xr = x + r * n + g0, *gr = gate + r * n + g0;
+			float *d = dst + r * n + g0;
+			float ss = 0.0f;
+			for (long i = 0; i < g; i++) {
+				float h = xr[i] * tr_silu(gr[i]);
+				d[i] = h;
+				ss += h * h;
+			}
+			float inv = 1.0f / __builtin_sqrtf(ss / (float)g + eps);
+			for (long i = 0; i < g; i++)
+				d[i] = d[i] * inv * w[g0 + i];
 		}
 	}
 }

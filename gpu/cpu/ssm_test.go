@@ -115,3 +115,33 @@ func TestStateSpaceOps(t *testing.T) {
 		})
 	}
 }
+
+func TestSoftplusAndGatedNorm(t *testing.T) {
+	d, err := New(Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{1, 17, 100000} {
+		x := ssmRand(r, n, 8)
+		x[0] = 25 // above torch's threshold: passes through
+		want, got := slices.Clone(x), slices.Clone(x)
+		ref.Device{}.Softplus(want)
+		d.Softplus(got)
+		for i := range got {
+			if e := math.Abs(float64(got[i]-want[i])) / math.Max(math.Abs(float64(want[i])), 1e-30); e > 2e-6 {
+				t.Fatalf("softplus(%g) = %g, want %g", x[i], got[i], want[i])
+			}
+		}
+	}
+	for _, tc := range []struct{ rows, n, group int }{{1, 16, 16}, {3, 64, 16}, {300, 128, 128}} {
+		x, gate, w := ssmRand(r, tc.rows*tc.n, 1), ssmRand(r, tc.rows*tc.n, 1), ssmRand(r, tc.n, 1)
+		want, got := make([]float32, len(x)), slices.Clone(x)
+		ref.Device{}.RMSNormGated(want, x, gate, w, tc.n, tc.group, 1e-5)
+		d.RMSNormGated(got, got, gate, w, tc.n, tc.group, 1e-5) // in place
+		if e := ssmRelErr(got, want); e > 1e-5 {
+			t.Errorf("%+v: gated norm relative error %.3g", tc, e)
+		}
+	}
+}
