@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/troupe-ai/troupe/gpu"
@@ -33,137 +32,54 @@ type Result struct {
 	Prefill, Decode time.Duration
 }
 
-// Options tune a run.
-type Options struct {
-	// StepTokens is the most prompt tokens one step prefills (the chunk
-	// budget); 0 means 512.
-	StepTokens int
-}
-
-type seqState struct {
-	req     *Request
-	res     *Result
-	kv      kvcache.Seq
-	sampler *sample.Sampler
-	fed     int   // prompt tokens already in the KV
-	next    int32 // sampled token not yet fed
-	done    bool
-	start   time.Time
-	first   time.Time
-}
-
-// Generate runs all requests to completion together, batching their prefill
-// chunks and decode steps, and frees their KV pages before returning.
+// Generate runs all requests to completion together on an Engine — their
+// prefill chunks and decode steps batched — and frees their KV pages before
+// returning. It is the library form of a whole batch (the CLI, tests and
+// benchmarks use it); the server drives an Engine step by step instead.
 func Generate(ctx context.Context, m model.Model, dev gpu.Device, pool *kvcache.Pool, reqs []Request, opt Options) ([]Result, error) {
-	budget := opt.StepTokens
-	if budget <= 0 {
-		budget = 512
-	}
-	info := m.Info()
-	states := make([]*seqState, len(reqs))
-	results := make([]Result, len(reqs))
-	start := time.Now()
-	for i := range reqs {
-		r := &reqs[i]
-		if len(r.Prompt) == 0 {
-			return nil, fmt.Errorf("engine: request %d has an empty prompt", i)
-		}
-		if err := r.Sample.Validate(); err != nil {
-			return nil, fmt.Errorf("engine: request %d: %w", i, err)
-		}
-		if info.MaxPos > 0 && len(r.Prompt)+r.MaxTokens > info.MaxPos {
-			return nil, fmt.Errorf("engine: request %d: prompt %d + max tokens %d exceeds the model's %d positions", i, len(r.Prompt), r.MaxTokens, info.MaxPos)
-		}
-		states[i] = &seqState{req: r, res: &results[i], sampler: sample.New(r.Sample, r.Prompt), start: start}
-	}
+	e := New(m, dev, pool, opt)
+	ids := make([]SeqID, len(reqs))
+	index := map[SeqID]int{}
 	defer func() {
-		for _, s := range states {
-			if s != nil {
-				pool.Free(&s.kv)
-			}
+		for _, id := range ids {
+			e.Cancel(id)
 		}
 	}()
-	var batch []model.Seq
-	var owners []*seqState
-	for {
+	for i, r := range reqs {
+		id, err := e.Submit(r)
+		if err != nil {
+			return nil, fmt.Errorf("request %d: %w", i, err)
+		}
+		ids[i], index[id] = id, i
+	}
+	results := make([]Result, len(reqs))
+	first := make([]time.Time, len(reqs))
+	start := time.Now()
+	for !e.Idle() {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		batch, owners = batch[:0], owners[:0]
-		left := budget
-		for _, s := range states {
-			switch {
-			case s.done:
-			case s.fed < len(s.req.Prompt):
-				if left == 0 {
-					continue
-				}
-				n := min(left, len(s.req.Prompt)-s.fed)
-				left -= n
-				mode := model.NoLogits
-				if s.fed+n == len(s.req.Prompt) {
-					mode = model.LastLogits
-				}
-				batch = append(batch, model.Seq{Tokens: s.req.Prompt[s.fed : s.fed+n], Pos: s.fed, Logits: mode})
-				owners = append(owners, s)
-			default:
-				batch = append(batch, model.Seq{Tokens: []int32{s.next}, Pos: s.kv.Len, Logits: model.LastLogits})
-				owners = append(owners, s)
-			}
-		}
-		if len(batch) == 0 {
-			break
-		}
-		for i := range batch {
-			s := owners[i]
-			if err := pool.Reserve(&s.kv, batch[i].Pos+len(batch[i].Tokens)); err != nil {
-				return nil, fmt.Errorf("engine: %w", err)
-			}
-			if err := pool.EnsureSlot(&s.kv); err != nil {
-				return nil, fmt.Errorf("engine: %w", err)
-			}
-			batch[i].Pages, batch[i].Slot = s.kv.Pages, s.kv.Slot
-		}
-		logits, err := m.Forward(dev, pool, batch)
+		events, err := e.Step()
 		if err != nil {
 			return nil, err
 		}
-		row := 0
 		now := time.Now()
-		for i, b := range batch {
-			s := owners[i]
-			s.kv.Len = b.Pos + len(b.Tokens)
-			if s.fed < len(s.req.Prompt) {
-				s.fed += len(b.Tokens)
+		for _, ev := range events {
+			i := index[ev.Seq]
+			r := &results[i]
+			if ev.PromptLogits != nil {
+				r.PromptLastLogits = ev.PromptLogits
 			}
-			if b.Logits == model.NoLogits {
-				continue
+			if first[i].IsZero() {
+				first[i] = now
+				r.Prefill = now.Sub(start)
 			}
-			lg := logits[row*info.Vocab : (row+1)*info.Vocab]
-			row++
-			if len(s.res.IDs) == 0 && s.req.WantPromptLogits {
-				s.res.PromptLastLogits = slices.Clone(lg)
+			if ev.HasToken {
+				r.IDs = append(r.IDs, ev.Token)
 			}
-			if s.req.MaxTokens <= 0 {
-				s.done = true
-				continue
+			if ev.Finish != NotFinished {
+				r.Decode = now.Sub(first[i])
 			}
-			id := s.sampler.Sample(lg)
-			if len(s.res.IDs) == 0 {
-				s.first = now
-			}
-			s.res.IDs = append(s.res.IDs, id)
-			s.next = id
-			if len(s.res.IDs) >= s.req.MaxTokens || slices.Contains(s.req.StopIDs, id) {
-				s.done = true
-				s.res.Prefill = s.first.Sub(s.start)
-				s.res.Decode = now.Sub(s.first)
-			}
-		}
-	}
-	for i, s := range states {
-		if s.first.IsZero() {
-			results[i].Prefill = time.Since(start)
 		}
 	}
 	return results, nil

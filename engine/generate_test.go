@@ -98,7 +98,7 @@ func TestGenerateErrors(t *testing.T) {
 		{"past max positions", engine.Request{Prompt: make([]int32, 60), MaxTokens: 10}, 32, nil},
 		{"bad sampling", engine.Request{Prompt: []int32{1}, MaxTokens: 1, Sample: sample.Params{TopP: 2}}, 32, nil},
 		{"token out of vocabulary", engine.Request{Prompt: []int32{512}, MaxTokens: 1}, 32, nil},
-		{"out of KV pages", engine.Request{Prompt: make([]int32, 20), MaxTokens: 1}, 2, kvcache.ErrNoPages},
+		{"larger than the KV pool", engine.Request{Prompt: make([]int32, 20), MaxTokens: 1}, 2, engine.ErrTooLong},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,335 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/troupe-ai/troupe/gpu"
+	"github.com/troupe-ai/troupe/kvcache"
+	"github.com/troupe-ai/troupe/model"
+	"github.com/troupe-ai/troupe/sample"
+)
+
+// SeqID names a submitted request inside an Engine.
+type SeqID uint64
+
+// FinishReason says why a sequence ended.
+type FinishReason uint8
+
+const (
+	// NotFinished: the sequence is still running.
+	NotFinished FinishReason = iota
+	// FinishStop: a stop id was sampled (or Finish was called).
+	FinishStop
+	// FinishLength: MaxTokens were generated.
+	FinishLength
+	// FinishCancelled: Cancel was called.
+	FinishCancelled
+	// FinishError: the request could not run (see Event.Err).
+	FinishError
+)
+
+func (f FinishReason) String() string {
+	return [...]string{"", "stop", "length", "cancelled", "error"}[f]
+}
+
+// Event is what one step produced for one sequence: a token, an end, or both.
+type Event struct {
+	Seq      SeqID
+	Token    int32
+	HasToken bool
+	Finish   FinishReason
+	Err      error
+	// Logits of the distribution Token was drawn from (only for requests
+	// with WantPromptLogits, first token only). Owned by the receiver.
+	PromptLogits []float32
+}
+
+// Stats is a snapshot of the engine's state.
+type Stats struct {
+	Waiting, Running     int
+	PagesUsed, PagesFree int
+	Preemptions          int64
+	PromptTokens         int64 // prefilled, counting recomputation
+	GeneratedTokens      int64
+	Steps                int64
+}
+
+// Options tune an Engine.
+type Options struct {
+	// StepTokens is the most tokens one step feeds (prefill chunks plus one
+	// per decoding sequence): the chunked-prefill budget. 0 means 512.
+	StepTokens int
+	// MaxRunning caps the sequences admitted at once; 0 means 64.
+	MaxRunning int
+}
+
+// seq is one request's progress.
+type seq struct {
+	id      SeqID
+	req     Request
+	kv      kvcache.Seq
+	sampler *sample.Sampler
+	// tokens is what the KV must cover before the next sample: the prompt,
+	// then (after a preemption) the prompt plus everything generated.
+	tokens    []int32
+	fed       int // tokens in the KV
+	generated []int32
+	admitted  bool
+}
+
+// Engine is continuous batching over one model and one KV pool. Each Step
+// feeds one forward pass: a new token for every decoding sequence plus
+// prefill chunks of admitted sequences under the step budget, admitting
+// waiting requests in order while pages and the budget allow. When a
+// decoding sequence needs a page and none is free, the most recently
+// admitted sequence is preempted: its pages are freed and it is requeued to
+// recompute its prompt and generated tokens, so no sequence ever sees a
+// corrupted cache.
+//
+// An Engine is not safe for concurrent use; one owner (the scheduler actor)
+// drives it.
+type Engine struct {
+	m      model.Model
+	dev    gpu.Device
+	pool   *kvcache.Pool
+	opt    Options
+	vocab  int
+	nextID SeqID
+
+	waiting []*seq // FIFO; preempted sequences go to the front
+	running []*seq // admission order
+	byID    map[SeqID]*seq
+	stats   Stats
+
+	batch  []model.Seq
+	owners []*seq
+	events []Event
+}
+
+// New returns an engine over m, dev and pool.
+func New(m model.Model, dev gpu.Device, pool *kvcache.Pool, opt Options) *Engine {
+	if opt.StepTokens <= 0 {
+		opt.StepTokens = 512
+	}
+	if opt.MaxRunning <= 0 {
+		opt.MaxRunning = 64
+	}
+	return &Engine{m: m, dev: dev, pool: pool, opt: opt, vocab: m.Info().Vocab, byID: map[SeqID]*seq{}}
+}
+
+// ErrTooLong is returned for a request that can never fit the pool or the
+// model's positions.
+var ErrTooLong = errors.New("engine: request too long")
+
+// Submit queues a request. It validates it first; an invalid request is
+// rejected here and never queued.
+func (e *Engine) Submit(r Request) (SeqID, error) {
+	if len(r.Prompt) == 0 {
+		return 0, errors.New("engine: empty prompt")
+	}
+	for _, id := range r.Prompt {
+		if id < 0 || int(id) >= e.vocab {
+			return 0, fmt.Errorf("engine: prompt token %d outside the vocabulary of %d", id, e.vocab)
+		}
+	}
+	if r.MaxTokens < 0 {
+		return 0, fmt.Errorf("engine: max tokens %d is negative", r.MaxTokens)
+	}
+	if err := r.Sample.Validate(); err != nil {
+		return 0, fmt.Errorf("engine: %w", err)
+	}
+	total := len(r.Prompt) + r.MaxTokens
+	if mp := e.m.Info().MaxPos; mp > 0 && total > mp {
+		return 0, fmt.Errorf("%w: prompt %d + max tokens %d exceeds the model's %d positions", ErrTooLong, len(r.Prompt), r.MaxTokens, mp)
+	}
+	if need := e.pool.PagesFor(total); need > e.pool.NumPages() {
+		return 0, fmt.Errorf("%w: %d tokens need %d KV pages, the pool has %d", ErrTooLong, total, need, e.pool.NumPages())
+	}
+	e.nextID++
+	s := &seq{id: e.nextID, req: r, sampler: sample.New(r.Sample, r.Prompt), tokens: slices.Clip(slices.Clone(r.Prompt))}
+	e.waiting = append(e.waiting, s)
+	e.byID[s.id] = s
+	return s.id, nil
+}
+
+// Cancel ends a sequence now, freeing its pages; it reports whether the
+// sequence was known. No event is emitted for it.
+func (e *Engine) Cancel(id SeqID) bool {
+	s, ok := e.byID[id]
+	if !ok {
+		return false
+	}
+	e.drop(s)
+	return true
+}
+
+func (e *Engine) drop(s *seq) {
+	e.pool.Free(&s.kv)
+	delete(e.byID, s.id)
+	e.waiting = slices.DeleteFunc(e.waiting, func(x *seq) bool { return x == s })
+	e.running = slices.DeleteFunc(e.running, func(x *seq) bool { return x == s })
+}
+
+// Idle reports whether there is nothing to step.
+func (e *Engine) Idle() bool { return len(e.waiting) == 0 && len(e.running) == 0 }
+
+// Stats returns counters and the current occupancy.
+func (e *Engine) Stats() Stats {
+	s := e.stats
+	s.Waiting, s.Running = len(e.waiting), len(e.running)
+	s.PagesFree = e.pool.FreePages()
+	s.PagesUsed = e.pool.NumPages() - s.PagesFree
+	return s
+}
+
+// reserve makes room in the pool for s to cover total positions,
+// preempting the most recently admitted sequences that are not yet in this
+// step's batch. When there is no such sequence, s itself is preempted (if it
+// was running) and reserve reports false.
+func (e *Engine) reserve(s *seq, total int) bool {
+	for {
+		err := e.pool.Reserve(&s.kv, total)
+		if err == nil {
+			err = e.pool.EnsureSlot(&s.kv)
+		}
+		if err == nil {
+			return true
+		}
+		var victim *seq
+		for i := len(e.running) - 1; i >= 0; i-- {
+			if r := e.running[i]; r != s && !slices.Contains(e.owners, r) {
+				victim = r
+				break
+			}
+		}
+		if victim == nil {
+			if s.admitted {
+				e.preempt(s)
+			}
+			return false
+		}
+		e.preempt(victim)
+	}
+}
+
+// preempt frees a running sequence and requeues it (at the front) to
+// recompute everything it has so far.
+func (e *Engine) preempt(s *seq) {
+	e.pool.Free(&s.kv)
+	s.fed = 0
+	s.admitted = false
+	s.tokens = append(slices.Clone(s.req.Prompt), s.generated...)
+	e.running = slices.DeleteFunc(e.running, func(x *seq) bool { return x == s })
+	e.waiting = append([]*seq{s}, e.waiting...)
+	e.stats.Preemptions++
+}
+
+// Step runs one forward pass and returns its events (nil when idle). The
+// returned slice is reused by the next call.
+func (e *Engine) Step() ([]Event, error) {
+	e.batch, e.owners, e.events = e.batch[:0], e.owners[:0], e.events[:0]
+	budget := e.opt.StepTokens
+	// 1. Every decoding sequence gets its next token, oldest first. (A
+	// preemption while reserving removes sequences from running, so iterate
+	// over a copy and skip those no longer admitted.)
+	for _, s := range slices.Clone(e.running) {
+		if !s.admitted || s.fed < len(s.tokens) || budget == 0 {
+			continue
+		}
+		if e.reserve(s, s.fed+1) {
+			e.add(s, s.tokens[s.fed:s.fed+1])
+			budget--
+		}
+	}
+	// 2. Prefill chunks: admitted sequences first, then waiting ones in order.
+	for _, s := range slices.Clone(e.running) {
+		if budget == 0 {
+			break
+		}
+		if s.admitted && s.fed < len(s.tokens) && !slices.Contains(e.owners, s) {
+			budget -= e.prefill(s, budget)
+		}
+	}
+	for budget > 0 && len(e.waiting) > 0 && len(e.running) < e.opt.MaxRunning {
+		s := e.waiting[0]
+		n := min(budget, len(s.tokens))
+		if e.pool.PagesFor(n) > e.pool.FreePages() || (e.pool.HasState() && e.pool.FreeSlots() == 0) {
+			break // admission waits for free pages
+		}
+		e.waiting = e.waiting[1:]
+		e.running = append(e.running, s)
+		s.admitted = true
+		budget -= e.prefill(s, budget)
+	}
+	if len(e.batch) == 0 {
+		if len(e.running) > 0 || len(e.waiting) > 0 {
+			return nil, errors.New("engine: no sequence could be scheduled (KV pool exhausted)")
+		}
+		return nil, nil
+	}
+	logits, err := e.m.Forward(e.dev, e.pool, e.batch)
+	if err != nil {
+		return nil, err
+	}
+	e.stats.Steps++
+	row := 0
+	for i, b := range e.batch {
+		s := e.owners[i]
+		s.fed += len(b.Tokens)
+		s.kv.Len = s.fed
+		if s.fed <= len(s.req.Prompt) {
+			e.stats.PromptTokens += int64(len(b.Tokens))
+		}
+		if b.Logits == model.NoLogits {
+			continue
+		}
+		lg := logits[row*e.vocab : (row+1)*e.vocab]
+		row++
+		ev := Event{Seq: s.id}
+		if len(s.generated) == 0 && s.req.WantPromptLogits {
+			ev.PromptLogits = slices.Clone(lg)
+		}
+		if len(s.generated) >= s.req.MaxTokens {
+			ev.Finish = FinishLength
+		} else {
+			id := s.sampler.Sample(lg)
+			s.generated = append(s.generated, id)
+			s.tokens = append(s.tokens, id)
+			ev.Token, ev.HasToken = id, true
+			e.stats.GeneratedTokens++
+			switch {
+			case slices.Contains(s.req.StopIDs, id):
+				ev.Finish = FinishStop
+			case len(s.generated) >= s.req.MaxTokens:
+				ev.Finish = FinishLength
+			}
+		}
+		if ev.Finish != NotFinished {
+			e.drop(s)
+		}
+		e.events = append(e.events, ev)
+	}
+	return e.events, nil
+}
+
+// prefill adds the next chunk of s (at most budget tokens) to the batch and
+// returns its size; 0 if the pool had no room.
+func (e *Engine) prefill(s *seq, budget int) int {
+	n := min(budget, len(s.tokens)-s.fed)
+	if !e.reserve(s, s.fed+n) {
+		return 0
+	}
+	e.add(s, s.tokens[s.fed:s.fed+n])
+	return n
+}
+
+func (e *Engine) add(s *seq, tokens []int32) {
+	mode := model.NoLogits
+	if s.fed+len(tokens) == len(s.tokens) {
+		mode = model.LastLogits
+	}
+	e.batch = append(e.batch, model.Seq{Tokens: tokens, Pos: s.fed, Pages: s.kv.Pages, Slot: s.kv.Slot, Logits: mode})
+	e.owners = append(e.owners, s)
+}
