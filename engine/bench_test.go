@@ -61,11 +61,17 @@ func prompt(n int) []int32 {
 	return p
 }
 
-func run(b *testing.B, m model.Model, dev gpu.Device, reqs []engine.Request) []engine.Result {
-	pool, err := kvcache.NewPool(model.PoolLayout(m.Cache()), 16, 1024, 8)
+// benchPool is a pool for 8 sequences of up to 1024 positions; benchmarks
+// make one per model and reuse it (every run frees its pages).
+func benchPool(b *testing.B, m model.Model) *kvcache.Pool {
+	pool, err := kvcache.NewPool(model.PoolLayout(m.Cache()), 16, 512, 8)
 	if err != nil {
 		b.Fatal(err)
 	}
+	return pool
+}
+
+func run(b *testing.B, m model.Model, dev gpu.Device, pool *kvcache.Pool, reqs []engine.Request) []engine.Result {
 	res, err := engine.Generate(context.Background(), m, dev, pool, reqs, engine.Options{StepTokens: 512})
 	if err != nil {
 		b.Fatal(err)
@@ -84,6 +90,7 @@ func BenchmarkDecode(b *testing.B) {
 	}{{"smollm2-135m", gpu.BF16}, {"smollm2-135m", gpu.F32}, {"mamba-130m", gpu.F32}} {
 		m := presetModel(b, mc.preset, mc.dt)
 		dev := benchDevice(b, false)
+		pool := benchPool(b, m)
 		for _, batch := range []int{1, 8} {
 			b.Run(mc.preset+"-"+mc.dt.String()+"/batch"+strconv.Itoa(batch), func(b *testing.B) {
 				const steps = 64
@@ -93,7 +100,7 @@ func BenchmarkDecode(b *testing.B) {
 					for i := range reqs {
 						reqs[i] = engine.Request{Prompt: prompt(16 + i), MaxTokens: steps + 1}
 					}
-					res := run(b, m, dev, reqs)
+					res := run(b, m, dev, pool, reqs)
 					var longest time.Duration
 					for _, r := range res {
 						longest = max(longest, r.Decode)
@@ -114,6 +121,7 @@ func BenchmarkPrefill(b *testing.B) {
 		dt     gpu.DType
 	}{{"smollm2-135m", gpu.BF16}, {"smollm2-135m", gpu.F32}, {"mamba-130m", gpu.F32}} {
 		m := presetModel(b, mc.preset, mc.dt)
+		pool := benchPool(b, m)
 		dt := mc.dt
 		for _, fast := range []bool{false, true} {
 			if fast && dt != gpu.BF16 {
@@ -127,7 +135,7 @@ func BenchmarkPrefill(b *testing.B) {
 			b.Run(name+"/pp512", func(b *testing.B) {
 				var prefill time.Duration
 				for b.Loop() {
-					res := run(b, m, dev, []engine.Request{{Prompt: prompt(512), MaxTokens: 1}})
+					res := run(b, m, dev, pool, []engine.Request{{Prompt: prompt(512), MaxTokens: 1}})
 					prefill += res[0].Prefill
 				}
 				b.ReportMetric(float64(512*b.N)/prefill.Seconds(), "tok/s")
