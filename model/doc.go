@@ -1,0 +1,28 @@
+// Package model loads Hugging Face checkpoints and runs their forward pass.
+//
+// The loader is deliberately dull: config.json is read leniently (Python's
+// bare Infinity and NaN are accepted) with each family's transformers class
+// defaults filling absent fields; weights come from our own safetensors
+// reader, memory-mapped and kept in their stored dtype; every tensor is
+// checked against the shape the config implies, and any mismatch is an error
+// naming the file and the tensor.
+//
+// One file per architecture family declares how its config maps onto the
+// shared building blocks (block.go: attention over paged KV, the gated MLP,
+// the output head; ssm.go: the Mamba mixers) and which state each layer
+// keeps (Cache). The per-layer cache kinds are the single source of the
+// prompt-cache capability: SnapshotReuse is true exactly when some layer's
+// state cannot be cut back to an earlier position. Sliding windows are masks
+// over full KV pages (windowed_attention), so Mistral and Gemma stay
+// rewindable; Mamba, Mamba2, Jamba and Bamba carry recurrent state and need
+// snapshots (snapshot.go).
+//
+// Forward is one batched step in the vLLM sense: several sequences, each a
+// chunk of any length continuing its state at a position — prefill chunks and
+// single-token decodes mixed — with one matmul per weight for all of them.
+// The dense decoders (transformer.go) follow transformers' modeling_llama and
+// its relatives; the state-space mixers run one selective scan over the whole
+// chunk from the stored state, where transformers feeds continuations one
+// token at a time, and reach the same state. Parity with transformers is
+// tested against ../shared/fixtures/models.
+package model
