@@ -44,6 +44,12 @@ type Event struct {
 	// Logits of the distribution Token was drawn from (only for requests
 	// with WantPromptLogits, first token only). Owned by the receiver.
 	PromptLogits []float32
+	// Logprob of Token and the most likely alternatives (requests with
+	// Logprobs).
+	Logprob float32
+	Top     []sample.TokenLogprob
+	// PromptTokens is the prompt length (set on the first event).
+	PromptTokens int
 }
 
 // Stats is a snapshot of the engine's state.
@@ -106,6 +112,14 @@ type Engine struct {
 	batch  []model.Seq
 	owners []*seq
 	events []Event
+	lsm    []float32
+}
+
+func grow(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
 }
 
 // New returns an engine over m, dev and pool.
@@ -295,6 +309,17 @@ func (e *Engine) Step() ([]Event, error) {
 			ev.Finish = FinishLength
 		} else {
 			id := s.sampler.Sample(lg)
+			if s.req.Logprobs {
+				e.lsm = grow(e.lsm, len(lg))
+				sample.LogSoftmax(e.lsm, lg)
+				ev.Logprob = e.lsm[id]
+				if s.req.TopLogprobs > 0 {
+					ev.Top = sample.TopLogprobs(lg, s.req.TopLogprobs)
+				}
+			}
+			if len(s.generated) == 0 {
+				ev.PromptTokens = len(s.req.Prompt)
+			}
 			s.generated = append(s.generated, id)
 			s.tokens = append(s.tokens, id)
 			ev.Token, ev.HasToken = id, true

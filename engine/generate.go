@@ -21,6 +21,10 @@ type Request struct {
 	StopIDs []int32
 	// WantPromptLogits keeps the logits at the last prompt position.
 	WantPromptLogits bool
+	// Logprobs reports each sampled token's log-probability under the
+	// model's distribution, with the TopLogprobs most likely alternatives.
+	Logprobs    bool
+	TopLogprobs int
 }
 
 // Result is what a Request produced.
