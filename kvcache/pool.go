@@ -31,6 +31,7 @@ type Pool struct {
 	states     [][]float32 // per layer: numSlots * stateSizes[layer]
 	freeSlots  []int32     // stack of free slot ids (1-based)
 	numSlots   int
+	hasKV      bool // some layer stores KV; without, sequences need no pages
 }
 
 // NewPool allocates numPages pages of pageSize positions for the attention
@@ -58,6 +59,7 @@ func NewPool(l Layout, pageSize, numPages, numSlots int) (*Pool, error) {
 	for i, d := range dims {
 		p.layers[i] = gpu.KVLayer{PageSize: pageSize, Dim: d}
 		if d > 0 {
+			p.hasKV = true
 			p.layers[i].K = make([]float32, numPages*pageSize*d)
 			p.layers[i].V = make([]float32, numPages*pageSize*d)
 		}
@@ -103,8 +105,14 @@ func (p *Pool) NumPages() int { return len(p.refs) }
 // FreePages is the number of pages not referenced by anyone.
 func (p *Pool) FreePages() int { return len(p.free) }
 
-// PagesFor is the number of pages n positions need.
-func (p *Pool) PagesFor(n int) int { return (n + p.pageSize - 1) / p.pageSize }
+// PagesFor is the number of pages n positions need (0 for a model without
+// attention KV).
+func (p *Pool) PagesFor(n int) int {
+	if !p.hasKV {
+		return 0
+	}
+	return (n + p.pageSize - 1) / p.pageSize
+}
 
 // Alloc takes n free pages with a reference count of one each. It takes all
 // or nothing.

@@ -127,3 +127,14 @@ func TestPoolStateSlots(t *testing.T) {
 		t.Fatal("a stateful layout without slots was accepted")
 	}
 }
+
+func TestPoolWithoutKVNeedsNoPages(t *testing.T) {
+	p, err := NewPool(Layout{KVDims: []int{0, 0}, StateSizes: []int{8, 8}}, 16, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Seq
+	if err := p.Reserve(&s, 10000); err != nil || len(s.Pages) != 0 {
+		t.Fatalf("a recurrent-only model reserved %d pages (err %v)", len(s.Pages), err)
+	}
+}
