@@ -1,0 +1,98 @@
+package actors
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-ai/troupe/chat"
+	"github.com/troupe-ai/troupe/gpu"
+	"github.com/troupe-ai/troupe/kvcache"
+	"github.com/troupe-ai/troupe/model"
+)
+
+// Node-local messages: they carry pointers (tokenizer, template, weights)
+// and never leave the process.
+
+// Prepare asks a RequestPreparer to turn a chat request into a job. The
+// preparer answers with a *Prepared.
+type Prepare struct {
+	ID string
+	// Request is the API-neutral request.
+	Request *chat.Request
+	// PromptCache says whether the prompt cache is on (boundaries are only
+	// rendered when it is).
+	PromptCache bool
+	// InspectOnly prepares without building a job (prompt inspection).
+	InspectOnly bool
+}
+
+// Prepared answers Prepare.
+type Prepared struct {
+	Prepared *chat.Prepared
+	// Assets are the tokenizer and template the request was prepared with
+	// (per-request output decodes with the same tokenizer).
+	Assets *chat.Assets
+	Job      *PrefillJob
+	// Capability is what the preparer knew when it prepared the request.
+	Capability Capability
+	Err        error
+}
+
+// Capability is a preparer's view of the model's prompt-cache capability.
+type Capability int
+
+const (
+	// CapabilityUnknownYet: the model is still loading.
+	CapabilityUnknownYet Capability = iota
+	// DenseKV: prefixes are reused from KV pages; no boundary is needed.
+	DenseKV
+	// SnapshotReuse: prefixes are reused from whole-state snapshots taken at
+	// history boundaries.
+	SnapshotReuse
+)
+
+func (c Capability) String() string {
+	return [...]string{"unknown", "dense_kv", "snapshot_reuse"}[c]
+}
+
+// registerPreparer is a preparer's hello to the ModelActor; it answers with
+// a *registration.
+type registerPreparer struct{}
+
+type registration struct {
+	assets     *chat.Assets // nil while loading
+	capability *CapabilityReady
+}
+
+// assetsReady carries the tokenizer and template to a preparer.
+type assetsReady struct{ assets *chat.Assets }
+
+// modelReady hands the loaded model to the SchedulerActor.
+type modelReady struct {
+	model model.Model
+	dev   gpu.Device
+	pool  *kvcache.Pool
+}
+
+// loadPhase, assetsLoaded and modelLoaded report the ModelActor's loading
+// goroutine back to the actor.
+type loadPhase struct{ phase string }
+type assetsLoaded struct {
+	assets *chat.Assets
+	err    error
+}
+type modelLoaded struct {
+	model model.Model
+	dev   gpu.Device
+	pool  *kvcache.Pool
+	err   error
+}
+
+// step is the SchedulerActor's message to itself: run one engine step.
+type step struct{}
+
+// Pids names the actors of one model.
+type Pids struct {
+	Model     *actor.PID
+	Scheduler *actor.PID
+	Preparers []*actor.PID
+}

@@ -1,0 +1,139 @@
+package actors
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-ai/troupe/chat"
+	"github.com/troupe-ai/troupe/gpu"
+	"github.com/troupe-ai/troupe/kvcache"
+	"github.com/troupe-ai/troupe/model"
+)
+
+// Loader loads what the ModelActor publishes: first the assets (tokenizer,
+// template: fast), then the model, device and pool (slow). Phase reports
+// progress in words ("loading weights").
+type Loader interface {
+	LoadAssets(ctx context.Context) (*chat.Assets, error)
+	LoadModel(ctx context.Context, phase func(string)) (model.Model, gpu.Device, *kvcache.Pool, error)
+}
+
+// ModelActor loads a model and gates readiness on every preparer knowing the
+// capability.
+type ModelActor struct {
+	name      string
+	loader    Loader
+	scheduler *actor.PID
+	log       *slog.Logger
+
+	preparers  []*actor.PID
+	assets     *chat.Assets
+	capability *CapabilityReady
+	pendingAck int
+	status     *LoadStatus
+	cancel     context.CancelFunc
+}
+
+// NewModelActor returns the actor's producer.
+func NewModelActor(name string, loader Loader, scheduler *actor.PID, log *slog.Logger) actor.Producer {
+	return func() actor.Actor {
+		return &ModelActor{name: name, loader: loader, scheduler: scheduler, log: log}
+	}
+}
+
+// Receive implements actor.Actor.
+func (a *ModelActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		a.status = &LoadStatus{Phase: "loading tokenizer and template"}
+		lctx, cancel := context.WithCancel(context.Background())
+		a.cancel = cancel
+		self, root := ctx.Self(), ctx.ActorSystem().Root
+		go func() {
+			assets, err := a.loader.LoadAssets(lctx)
+			root.Send(self, &assetsLoaded{assets: assets, err: err})
+			if err != nil {
+				return
+			}
+			m, dev, pool, err := a.loader.LoadModel(lctx, func(p string) { root.Send(self, &loadPhase{phase: p}) })
+			root.Send(self, &modelLoaded{model: m, dev: dev, pool: pool, err: err})
+		}()
+	case *actor.Stopping:
+		if a.cancel != nil {
+			a.cancel()
+		}
+	case *loadPhase:
+		a.status.Phase = msg.phase
+		a.log.Info("model load", "model", a.name, "phase", msg.phase)
+	case *assetsLoaded:
+		if msg.err != nil {
+			a.fail(msg.err)
+			return
+		}
+		a.assets = msg.assets
+		a.status.Phase = "loading weights"
+		for _, p := range a.preparers {
+			ctx.Send(p, &assetsReady{assets: a.assets})
+		}
+	case *modelLoaded:
+		if msg.err != nil {
+			a.fail(msg.err)
+			return
+		}
+		reuse := model.SnapshotReuse(msg.model.Cache())
+		a.capability = &CapabilityReady{SnapshotReuse: reuse, Model: a.name}
+		ctx.Send(a.scheduler, &modelReady{model: msg.model, dev: msg.dev, pool: msg.pool})
+		a.status.Phase = "publishing capability"
+		a.pendingAck = len(a.preparers)
+		for _, p := range a.preparers {
+			ctx.Request(p, a.capability)
+		}
+		a.log.Info("model loaded", "model", a.name, "snapshot_reuse", reuse, "preparers", len(a.preparers))
+		a.maybeReady()
+	case *CapabilityAck:
+		a.pendingAck--
+		a.maybeReady()
+	case *registerPreparer:
+		if !containsPID(a.preparers, ctx.Sender()) {
+			a.preparers = append(a.preparers, ctx.Sender())
+		}
+		ctx.Respond(&registration{assets: a.assets, capability: a.capability})
+	case *actor.Terminated:
+		a.preparers = removePID(a.preparers, msg.Who)
+	case *LoadStatusQuery:
+		ctx.Respond(&LoadStatus{Phase: a.status.Phase, Ready: a.status.Ready, Error: a.status.Error})
+	}
+}
+
+func (a *ModelActor) maybeReady() {
+	if a.capability != nil && a.pendingAck <= 0 && !a.status.Ready {
+		a.status = &LoadStatus{Phase: "ready", Ready: true}
+		a.log.Info("model ready", "model", a.name)
+	}
+}
+
+func (a *ModelActor) fail(err error) {
+	a.status = &LoadStatus{Phase: "failed", Error: err.Error()}
+	a.log.Error("model load failed", "model", a.name, "err", err)
+}
+
+func containsPID(list []*actor.PID, p *actor.PID) bool {
+	for _, x := range list {
+		if x.Equal(p) {
+			return true
+		}
+	}
+	return false
+}
+
+func removePID(list []*actor.PID, p *actor.PID) []*actor.PID {
+	out := list[:0]
+	for _, x := range list {
+		if !x.Equal(p) {
+			out = append(out, x)
+		}
+	}
+	return out
+}

@@ -1,0 +1,138 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-ai/troupe/chat"
+	"github.com/troupe-ai/troupe/metrics"
+)
+
+// RequestPreparer renders and tokenizes requests. It is stateless apart from
+// the model's assets and capability, so a pool of them scales with cores.
+type RequestPreparer struct {
+	modelPID   *actor.PID
+	metrics    *metrics.Metrics
+	log        *slog.Logger
+	assets     *chat.Assets
+	capability Capability
+	waiting    []waitingPrepare // requests that arrived before the assets
+	// hook, when set, runs before each preparation (tests inject panics).
+	hook func(*Prepare)
+}
+
+type waitingPrepare struct {
+	msg    *Prepare
+	sender *actor.PID
+}
+
+// NewRequestPreparer returns the actor's producer.
+func NewRequestPreparer(modelPID *actor.PID, m *metrics.Metrics, log *slog.Logger, hook func(*Prepare)) actor.Producer {
+	return func() actor.Actor {
+		return &RequestPreparer{modelPID: modelPID, metrics: m, log: log, hook: hook}
+	}
+}
+
+// Receive implements actor.Actor.
+func (p *RequestPreparer) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started, *actor.Restarting:
+		// A fresh or restarted preparer knows nothing: ask the ModelActor
+		// before preparing anything (requests wait until the assets come).
+		p.assets, p.capability = nil, CapabilityUnknownYet
+		ctx.Request(p.modelPID, &registerPreparer{})
+	case *registration:
+		if msg.capability != nil {
+			p.setCapability(msg.capability)
+		}
+		if msg.assets != nil {
+			p.setAssets(ctx, msg.assets)
+		}
+	case *assetsReady:
+		p.setAssets(ctx, msg.assets)
+	case *CapabilityReady:
+		p.setCapability(msg)
+		ctx.Respond(&CapabilityAck{})
+	case *Prepare:
+		if p.assets == nil {
+			p.waiting = append(p.waiting, waitingPrepare{msg, ctx.Sender()})
+			return
+		}
+		p.prepare(ctx, msg, ctx.Sender())
+	}
+}
+
+func (p *RequestPreparer) setCapability(c *CapabilityReady) {
+	if c.SnapshotReuse {
+		p.capability = SnapshotReuse
+	} else {
+		p.capability = DenseKV
+	}
+}
+
+func (p *RequestPreparer) setAssets(ctx actor.Context, a *chat.Assets) {
+	p.assets = a
+	waiting := p.waiting
+	p.waiting = nil
+	for _, w := range waiting {
+		p.prepare(ctx, w.msg, w.sender)
+	}
+}
+
+// prepare answers one request. A panic answers the request with an error
+// and is then re-raised so the supervisor restarts this preparer; other
+// requests are untouched.
+func (p *RequestPreparer) prepare(ctx actor.Context, msg *Prepare, sender *actor.PID) {
+	capability := p.capability
+	defer func() {
+		if r := recover(); r != nil {
+			if sender != nil {
+				ctx.Send(sender, &Prepared{Capability: capability, Err: fmt.Errorf("internal error while preparing the request: %v", r)})
+			}
+			panic(r)
+		}
+	}()
+	if p.hook != nil {
+		p.hook(msg)
+	}
+	withBoundary := false
+	if msg.PromptCache && msg.Request.IsChat() && msg.Request.TextOnly() {
+		switch capability {
+		case CapabilityUnknownYet:
+			withBoundary = true
+			p.metrics.HistoryRenders.WithLabelValues(metrics.FailOpen).Inc()
+		case SnapshotReuse:
+			withBoundary = true
+			p.metrics.HistoryRenders.WithLabelValues(metrics.Rendered).Inc()
+		case DenseKV:
+			p.metrics.HistoryRenders.WithLabelValues(metrics.SkippedDense).Inc()
+		}
+	}
+	prep, err := p.assets.Prepare(msg.Request, withBoundary)
+	out := &Prepared{Prepared: prep, Assets: p.assets, Capability: capability, Err: err}
+	if err == nil && !msg.InspectOnly {
+		out.Job = p.job(msg, prep)
+	}
+	if sender != nil {
+		ctx.Send(sender, out)
+	}
+}
+
+// job builds the PrefillJob of a prepared request.
+func (p *RequestPreparer) job(msg *Prepare, prep *chat.Prepared) *PrefillJob {
+	r := msg.Request
+	s := r.Sampling
+	j := &PrefillJob{
+		RequestId: msg.ID, Prompt: prep.IDs, MaxTokens: int32(r.MaxTokens),
+		Sampling: &SamplingParams{Temperature: s.Temperature, TopK: int32(s.TopK), TopP: s.TopP, MinP: s.MinP,
+			RepetitionPenalty: s.RepetitionPenalty, PresencePenalty: s.PresencePenalty, FrequencyPenalty: s.FrequencyPenalty,
+			Seed: s.Seed, HasSeed: s.HasSeed},
+		HistoryBoundary: int32(prep.Boundary), Logprobs: r.Logprobs, TopLogprobs: int32(r.TopLogprobs),
+	}
+	if !r.IgnoreEOS {
+		j.StopIds = p.assets.EOS
+	}
+	return j
+}

@@ -1,0 +1,184 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-ai/troupe/engine"
+	"github.com/troupe-ai/troupe/metrics"
+	"github.com/troupe-ai/troupe/sample"
+)
+
+// SchedulerActor owns the engine, the device and the KV pool. It runs one
+// engine step per step message it sends itself, so new jobs, cancellations
+// and stats queries are handled between steps, never after a whole
+// generation.
+type SchedulerActor struct {
+	opt     engine.Options
+	metrics *metrics.Metrics
+	log     *slog.Logger
+
+	eng      *engine.Engine
+	pending  []pendingJob // jobs that arrived before the model
+	byReq    map[string]engine.SeqID
+	jobs     map[engine.SeqID]*jobState
+	stepping bool
+}
+
+type pendingJob struct {
+	job    *PrefillJob
+	sender *actor.PID
+}
+
+type jobState struct {
+	id        string
+	requester *actor.PID
+}
+
+// NewSchedulerActor returns the actor's producer.
+func NewSchedulerActor(opt engine.Options, m *metrics.Metrics, log *slog.Logger) actor.Producer {
+	return func() actor.Actor {
+		return &SchedulerActor{opt: opt, metrics: m, log: log, byReq: map[string]engine.SeqID{}, jobs: map[engine.SeqID]*jobState{}}
+	}
+}
+
+// Receive implements actor.Actor.
+func (s *SchedulerActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *modelReady:
+		s.eng = engine.New(msg.model, msg.dev, msg.pool, s.opt)
+		pending := s.pending
+		s.pending = nil
+		for _, p := range pending {
+			s.submit(ctx, p.job, p.sender)
+		}
+	case *PrefillJob:
+		if s.eng == nil {
+			s.pending = append(s.pending, pendingJob{msg, ctx.Sender()})
+			s.metrics.QueueDepth.Set(float64(len(s.pending)))
+			return
+		}
+		s.submit(ctx, msg, ctx.Sender())
+	case *CancelJob:
+		s.cancel(msg.RequestId)
+	case *step:
+		s.stepping = false
+		s.step(ctx)
+	case *StatsQuery:
+		ctx.Respond(s.stats())
+	}
+}
+
+func (s *SchedulerActor) submit(ctx actor.Context, j *PrefillJob, requester *actor.PID) {
+	p := j.GetSampling()
+	req := engine.Request{
+		Prompt: j.Prompt, MaxTokens: int(j.MaxTokens), StopIDs: j.StopIds,
+		Sample: sample.Params{Temperature: p.GetTemperature(), TopK: int(p.GetTopK()), TopP: p.GetTopP(), MinP: p.GetMinP(),
+			RepetitionPenalty: p.GetRepetitionPenalty(), PresencePenalty: p.GetPresencePenalty(),
+			FrequencyPenalty: p.GetFrequencyPenalty(), Seed: p.GetSeed(), HasSeed: p.GetHasSeed()},
+		Logprobs: j.Logprobs, TopLogprobs: int(j.TopLogprobs),
+	}
+	id, err := s.eng.Submit(req)
+	if err != nil {
+		if requester != nil {
+			ctx.Send(requester, &TokenEvent{RequestId: j.RequestId, FinishReason: "error", Error: err.Error()})
+		}
+		return
+	}
+	s.byReq[j.RequestId] = id
+	s.jobs[id] = &jobState{id: j.RequestId, requester: requester}
+	s.kick(ctx)
+}
+
+func (s *SchedulerActor) cancel(reqID string) {
+	if s.eng == nil {
+		for i, p := range s.pending {
+			if p.job.RequestId == reqID {
+				s.pending = append(s.pending[:i], s.pending[i+1:]...)
+				return
+			}
+		}
+		return
+	}
+	if id, ok := s.byReq[reqID]; ok {
+		s.eng.Cancel(id)
+		delete(s.byReq, reqID)
+		delete(s.jobs, id)
+		s.publish()
+	}
+}
+
+func (s *SchedulerActor) kick(ctx actor.Context) {
+	if !s.stepping && s.eng != nil && !s.eng.Idle() {
+		s.stepping = true
+		ctx.Send(ctx.Self(), &step{})
+	}
+}
+
+func (s *SchedulerActor) step(ctx actor.Context) {
+	if s.eng == nil {
+		return
+	}
+	before := s.eng.Stats()
+	events, err := s.eng.Step()
+	if err != nil {
+		// A step that cannot run fails every running job rather than spin.
+		s.log.Error("engine step failed", "err", err)
+		for id, j := range s.jobs {
+			s.eng.Cancel(id)
+			ctx.Send(j.requester, &TokenEvent{RequestId: j.id, FinishReason: "error", Error: fmt.Sprintf("engine: %v", err)})
+			delete(s.jobs, id)
+			delete(s.byReq, j.id)
+		}
+		return
+	}
+	after := s.eng.Stats()
+	s.metrics.PromptTokens.Add(float64(after.PromptTokens - before.PromptTokens))
+	s.metrics.GeneratedTokens.Add(float64(after.GeneratedTokens - before.GeneratedTokens))
+	s.metrics.Preemptions.Add(float64(after.Preemptions - before.Preemptions))
+	for _, ev := range events {
+		j, ok := s.jobs[ev.Seq]
+		if !ok {
+			continue
+		}
+		te := &TokenEvent{RequestId: j.id, Token: ev.Token, HasToken: ev.HasToken, Logprob: ev.Logprob,
+			PromptTokens: int32(ev.PromptTokens)}
+		for _, t := range ev.Top {
+			te.TopLogprobs = append(te.TopLogprobs, &TopLogprob{Token: t.ID, Logprob: t.Logprob})
+		}
+		if ev.Finish != engine.NotFinished {
+			te.FinishReason = ev.Finish.String()
+			delete(s.jobs, ev.Seq)
+			delete(s.byReq, j.id)
+		}
+		if j.requester != nil {
+			ctx.Send(j.requester, te)
+		}
+	}
+	s.publish()
+	s.kick(ctx)
+}
+
+func (s *SchedulerActor) publish() {
+	st := s.eng.Stats()
+	s.metrics.QueueDepth.Set(float64(st.Waiting))
+	s.metrics.Running.Set(float64(st.Running))
+	s.metrics.KVPagesUsed.Set(float64(st.PagesUsed))
+	s.metrics.KVPagesFree.Set(float64(st.PagesFree))
+}
+
+func (s *SchedulerActor) stats() *SchedulerStats {
+	if s.eng == nil {
+		return &SchedulerStats{Waiting: int32(len(s.pending))}
+	}
+	st := s.eng.Stats()
+	return &SchedulerStats{Waiting: int32(st.Waiting), Running: int32(st.Running), PagesUsed: int32(st.PagesUsed),
+		PagesFree: int32(st.PagesFree), Preemptions: st.Preemptions, PromptTokens: st.PromptTokens,
+		GeneratedTokens: st.GeneratedTokens, Steps: st.Steps}
+}
+
+// stepTimeout bounds how long callers wait on the scheduler's answers.
+const stepTimeout = 5 * time.Second

@@ -1,0 +1,169 @@
+package chat
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/troupe-ai/troupe/sample"
+	"github.com/troupe-ai/troupe/templates"
+	"github.com/troupe-ai/troupe/tokenizer"
+)
+
+// Request is a chat (or plain completion) request in API-neutral form.
+type Request struct {
+	// Messages are the conversation as template values (ordered *templates.Dict
+	// per message, from templates.DecodeJSON), so key order and the
+	// int/float distinction survive into the template.
+	Messages  []any
+	Tools     any // nil renders as None
+	Documents any
+	// Kwargs are extra template variables (chat_template_kwargs, e.g.
+	// enable_thinking).
+	Kwargs *templates.Dict
+	// Prompt, when Messages is nil, is a raw completion prompt: text, or
+	// token ids in PromptIDs.
+	Prompt    string
+	PromptIDs []int32
+
+	MaxTokens   int
+	Sampling    sample.Params
+	Stop        []string
+	Logprobs    bool
+	TopLogprobs int
+	IgnoreEOS   bool
+}
+
+// IsChat reports whether the request renders a chat template.
+func (r *Request) IsChat() bool { return r.Messages != nil }
+
+// TextOnly reports whether every message's content is text (a string, or
+// parts of type "text"); only text-only requests take part in prompt
+// caching by history boundary.
+func (r *Request) TextOnly() bool {
+	for _, m := range r.Messages {
+		d, ok := m.(*templates.Dict)
+		if !ok {
+			return false
+		}
+		content, _ := d.Get("content")
+		switch c := content.(type) {
+		case nil, string:
+		case []any:
+			for _, p := range c {
+				pd, ok := p.(*templates.Dict)
+				if !ok {
+					return false
+				}
+				if t, _ := pd.Get("type"); t != "text" {
+					return false
+				}
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Assets are what preparation needs of a model: its tokenizer and chat
+// template.
+type Assets struct {
+	Tokenizer *tokenizer.Tokenizer
+	// Template is nil when the model has no chat template: chat requests
+	// then fail with ErrNoTemplate rather than guess a format.
+	Template *templates.Template
+	// ToolTemplate, when the model has one (tokenizer_config.json's
+	// "tool_use" template), renders requests that carry tools.
+	ToolTemplate *templates.Template
+	// SpecialTokens are passed to the template (bos_token, eos_token, ...).
+	SpecialTokens *templates.Dict
+	// EOS are the ids that end generation (generation_config.json and the
+	// tokenizer's eos token).
+	EOS []int32
+}
+
+// ErrNoTemplate is returned for a chat request to a model without a chat
+// template.
+var ErrNoTemplate = errors.New("the model has no chat template; use the completions API or pass --chat-template")
+
+// BadRequest marks an error caused by the request's content (a template
+// raising, an unknown variable type): it maps to an HTTP 4xx.
+type BadRequest struct{ Err error }
+
+func (e *BadRequest) Error() string { return e.Err.Error() }
+func (e *BadRequest) Unwrap() error { return e.Err }
+
+// Prepared is a rendered and tokenized request.
+type Prepared struct {
+	Prompt string  // the text the model sees (chat: the template's render)
+	IDs    []int32 // its token ids
+	// BoundaryRendered says whether the history boundary was rendered;
+	// Boundary is its length in tokens when it is a token prefix of IDs (0
+	// otherwise), and BoundaryNote says why there is none.
+	BoundaryRendered bool
+	Boundary         int
+	BoundaryNote     string
+	// Reasoning is set when the template thinks (<think> blocks), so output
+	// separates reasoning from the answer.
+	Reasoning bool
+}
+
+// Prepare renders and tokenizes r. withBoundary also renders the history
+// boundary (the conversation up to its last assistant message) and reports
+// its token length when it is a prefix of the prompt.
+func (a *Assets) Prepare(r *Request, withBoundary bool) (*Prepared, error) {
+	if !r.IsChat() {
+		p := &Prepared{Prompt: r.Prompt, IDs: r.PromptIDs, BoundaryNote: "not a chat request"}
+		if p.IDs == nil {
+			p.IDs = a.Tokenizer.EncodeIDs(r.Prompt, true)
+		}
+		if len(p.IDs) == 0 {
+			return nil, &BadRequest{errors.New("the prompt is empty")}
+		}
+		return p, nil
+	}
+	tmpl := a.Template
+	if r.Tools != nil && a.ToolTemplate != nil {
+		tmpl = a.ToolTemplate
+	}
+	if tmpl == nil {
+		return nil, ErrNoTemplate
+	}
+	if len(r.Messages) == 0 {
+		return nil, &BadRequest{errors.New("messages must not be empty")}
+	}
+	in := templates.ChatInput{Messages: r.Messages, Tools: r.Tools, Documents: r.Documents,
+		AddGenerationPrompt: true, SpecialTokens: a.SpecialTokens, Kwargs: r.Kwargs}
+	prompt, err := tmpl.RenderChat(in)
+	if err != nil {
+		return nil, &BadRequest{fmt.Errorf("chat template: %w", err)}
+	}
+	p := &Prepared{Prompt: prompt, IDs: a.encode(prompt), Reasoning: strings.Contains(tmpl.Source(), "<think>")}
+	switch {
+	case !withBoundary:
+		p.BoundaryNote = "not rendered"
+	case !r.TextOnly():
+		p.BoundaryNote = "not a text-only request"
+	default:
+		b, ok, err := tmpl.HistoryBoundary(in, prompt, p.IDs, a.encode)
+		switch {
+		case err != nil:
+			p.BoundaryNote = "history render failed: " + err.Error()
+		case !ok:
+			p.BoundaryNote = "no assistant turn"
+		default:
+			p.BoundaryRendered = true
+			if b.TokenPrefix {
+				p.Boundary = len(b.HistoryIDs)
+			} else {
+				p.BoundaryNote = fmt.Sprintf("history is not a token prefix of the prompt (common prefix %d tokens)", b.CommonTokens)
+			}
+		}
+	}
+	return p, nil
+}
+
+// encode tokenizes a rendered prompt: the template wrote the special tokens,
+// so none are added (as transformers' apply_chat_template(tokenize=True)).
+func (a *Assets) encode(text string) []int32 { return a.Tokenizer.EncodeIDs(text, false) }

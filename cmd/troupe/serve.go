@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	troupe "github.com/troupe-ai/troupe"
+	troupehttp "github.com/troupe-ai/troupe/http"
+)
+
+// envFlags fills unset flags from TROUPE_<NAME> environment variables
+// (dashes become underscores): flags on the command line win.
+func envFlags(fs *flag.FlagSet, set map[string]bool) error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil {
+			return
+		}
+		key := "TROUPE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(key); ok {
+			if e := f.Value.Set(v); e != nil {
+				err = fmt.Errorf("%s=%q: %w", key, v, e)
+			}
+		}
+	})
+	return err
+}
+
+func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("model", "", "model folder; default: the built-in demo model")
+	name := fs.String("served-model-name", "", "model name in the API (default: the folder's name)")
+	tmpl := fs.String("chat-template", "", "chat template file overriding the model's")
+	host := fs.String("host", "127.0.0.1", "listen address")
+	port := fs.Int("port", 8080, "listen port")
+	parallel := fs.Int("parallel", 16, "max sequences running at once")
+	kvBudget := fs.String("kv-budget", "1GiB", "KV cache size (bytes, or with KiB/MiB/GiB)")
+	promptCache := fs.Bool("prompt-cache", true, "reuse prompt state across requests")
+	apiKey := fs.String("api-key", "", "required bearer token(s), comma-separated (default: none)")
+	maxQueue := fs.Int("max-queue", 64, "requests that may wait beyond the running ones before 429")
+	threads := fs.Int("threads", 0, "compute threads (0 = all cores)")
+	stepTokens := fs.Int("step-tokens", 512, "tokens per engine step (chunked prefill budget)")
+	loadDelay := fs.Duration("debug-load-delay", 0, "testing: delay the weight load by this long")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := envFlags(fs, set); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	budget, err := parseBytes(*kvBudget)
+	if err != nil {
+		return fmt.Errorf("serve: --kv-budget: %w", err)
+	}
+	if *parallel < 1 || *maxQueue < 0 || *port < 0 || *port > 65535 || *threads < 0 || *stepTokens < 1 {
+		return errors.New("serve: --parallel and --step-tokens must be >= 1, --max-queue and --threads >= 0, --port in 0..65535")
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("serve: --log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	rt, err := troupe.Start(ctx, troupe.Options{
+		Model: *dir, ServedName: *name, ChatTemplate: *tmpl, Threads: *threads, Parallel: *parallel,
+		KVBudget: budget, StepTokens: *stepTokens, PromptCache: *promptCache, Logger: log, LoadDelay: *loadDelay,
+	})
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	var keys []string
+	for _, k := range strings.Split(*apiKey, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	srv := troupehttp.New(rt, troupehttp.Config{APIKeys: keys, MaxQueue: *maxQueue, Parallel: *parallel})
+	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("troupe listening", "addr", ln.Addr().String(), "model", rt.Name())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.App.Listener(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		log.Info("shutting down: finishing in-flight requests")
+		if err := srv.Shutdown(10 * time.Second); err != nil {
+			log.Warn("shutdown", "err", err)
+		}
+		return nil
+	}
+}
+
+// parseBytes reads "1GiB", "512MiB", "1048576".
+func parseBytes(s string) (int64, error) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.m
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("%q is not a positive size", s)
+	}
+	return int64(v * float64(mult)), nil
+}

@@ -1,0 +1,388 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/troupe-ai/troupe/chat"
+	"github.com/troupe-ai/troupe/sample"
+	"github.com/troupe-ai/troupe/templates"
+)
+
+// fieldError is a client error (400 unless status says otherwise) naming
+// the offending field.
+type fieldError struct {
+	status     int
+	param, msg string
+}
+
+func (e *fieldError) Error() string { return e.msg }
+
+func bad(param, format string, args ...any) error {
+	return &fieldError{param: param, msg: fmt.Sprintf(format, args...)}
+}
+
+// common are the sampling fields both OpenAI routes share (plus vLLM's
+// top_k, min_p and repetition_penalty extensions).
+type common struct {
+	Model             *string         `json:"model"`
+	MaxTokens         *int            `json:"max_tokens"`
+	Temperature       *float64        `json:"temperature"`
+	TopP              *float64        `json:"top_p"`
+	TopK              *int            `json:"top_k"`
+	MinP              *float64        `json:"min_p"`
+	RepetitionPenalty *float64        `json:"repetition_penalty"`
+	PresencePenalty   *float64        `json:"presence_penalty"`
+	FrequencyPenalty  *float64        `json:"frequency_penalty"`
+	Seed              *int64          `json:"seed"`
+	N                 *int            `json:"n"`
+	Stop              json.RawMessage `json:"stop"`
+	Stream            bool            `json:"stream"`
+	StreamOptions     *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	IgnoreEOS bool `json:"ignore_eos"`
+}
+
+type chatRequest struct {
+	common
+	Messages            json.RawMessage `json:"messages"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Logprobs            bool            `json:"logprobs"`
+	TopLogprobs         *int            `json:"top_logprobs"`
+	Tools               json.RawMessage `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	ChatTemplateKwargs  json.RawMessage `json:"chat_template_kwargs"`
+}
+
+type completionRequest struct {
+	common
+	Prompt   json.RawMessage `json:"prompt"`
+	Logprobs *int            `json:"logprobs"`
+	Echo     bool            `json:"echo"`
+}
+
+// maxTokensCap bounds max_tokens (the engine also checks the model's positions).
+const maxTokensCap = 1 << 20
+
+// decode unmarshals body into v, turning type errors into field errors.
+func decode(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return bad("", "the request body is empty; send a JSON object")
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field := strings.TrimPrefix(te.Field, "common.")
+			return bad(field, "field %q must be %s, got JSON %s", field, jsonKind(te.Type.Kind().String()), te.Value)
+		}
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return bad("", "invalid JSON at byte %d: %v", se.Offset, err)
+		}
+		return bad("", "invalid JSON: %v", err)
+	}
+	return nil
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "int", "int32", "int64":
+		return "an integer"
+	case "float64", "float32":
+		return "a number"
+	case "bool":
+		return "a boolean"
+	case "string":
+		return "a string"
+	case "struct", "map":
+		return "an object"
+	case "slice":
+		return "an array"
+	}
+	return "of type " + k
+}
+
+// sampling validates the shared fields into r.
+func (c *common) sampling(r *chat.Request, defaultMax int) error {
+	if c.N != nil && *c.N != 1 {
+		return bad("n", "only n=1 is supported, got %d", *c.N)
+	}
+	r.MaxTokens = defaultMax
+	if c.MaxTokens != nil {
+		r.MaxTokens = *c.MaxTokens
+	}
+	if r.MaxTokens < 1 || r.MaxTokens > maxTokensCap {
+		return bad("max_tokens", "max_tokens must be between 1 and %d, got %d", maxTokensCap, r.MaxTokens)
+	}
+	p := sample.Params{Temperature: 1}
+	num := func(name string, v *float64, lo, hi float64, dst *float32) error {
+		if v == nil {
+			return nil
+		}
+		if math.IsNaN(*v) || *v < lo || *v > hi {
+			return bad(name, "%s must be between %g and %g, got %g", name, lo, hi, *v)
+		}
+		*dst = float32(*v)
+		return nil
+	}
+	for _, f := range []struct {
+		name   string
+		v      *float64
+		lo, hi float64
+		dst    *float32
+	}{
+		{"temperature", c.Temperature, 0, 2, &p.Temperature},
+		{"top_p", c.TopP, 0, 1, &p.TopP},
+		{"min_p", c.MinP, 0, 1, &p.MinP},
+		{"repetition_penalty", c.RepetitionPenalty, 0, 2, &p.RepetitionPenalty},
+		{"presence_penalty", c.PresencePenalty, -2, 2, &p.PresencePenalty},
+		{"frequency_penalty", c.FrequencyPenalty, -2, 2, &p.FrequencyPenalty},
+	} {
+		if err := num(f.name, f.v, f.lo, f.hi, f.dst); err != nil {
+			return err
+		}
+	}
+	if c.TopK != nil {
+		if *c.TopK < 0 {
+			return bad("top_k", "top_k must be >= 0, got %d", *c.TopK)
+		}
+		p.TopK = *c.TopK
+	}
+	if c.Seed != nil {
+		p.Seed, p.HasSeed = uint64(*c.Seed), true
+	}
+	if err := p.Validate(); err != nil {
+		return bad("", "%v", err)
+	}
+	r.Sampling = p
+	r.IgnoreEOS = c.IgnoreEOS
+	stop, err := stops(c.Stop)
+	if err != nil {
+		return err
+	}
+	r.Stop = stop
+	return nil
+}
+
+func stops(raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		if one == "" {
+			return nil, nil
+		}
+		return []string{one}, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, bad("stop", "stop must be a string or an array of strings")
+	}
+	if len(list) > 4 {
+		return nil, bad("stop", "stop takes at most 4 sequences, got %d", len(list))
+	}
+	out := list[:0]
+	for _, s := range list {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+var roles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true, "function": true}
+
+// chatFromRequest validates an OpenAI chat request and translates it.
+func chatFromRequest(req *chatRequest) (*chat.Request, error) {
+	r := &chat.Request{}
+	maxTok := 0
+	if req.MaxCompletionTokens != nil {
+		req.MaxTokens = req.MaxCompletionTokens
+	}
+	if req.MaxTokens == nil {
+		maxTok = 512
+	}
+	if err := req.sampling(r, maxTok); err != nil {
+		return nil, err
+	}
+	if len(req.Messages) == 0 || string(req.Messages) == "null" {
+		return nil, bad("messages", "messages is required")
+	}
+	v, err := templates.DecodeJSON(req.Messages)
+	if err != nil {
+		return nil, bad("messages", "messages: %v", err)
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, bad("messages", "messages must be an array")
+	}
+	if len(list) == 0 {
+		return nil, bad("messages", "messages must not be empty")
+	}
+	for i, m := range list {
+		d, ok := m.(*templates.Dict)
+		if !ok {
+			return nil, bad(fmt.Sprintf("messages[%d]", i), "messages[%d] must be an object", i)
+		}
+		if err := normalizeMessage(d, i); err != nil {
+			return nil, err
+		}
+	}
+	r.Messages = list
+	if len(req.Tools) > 0 && string(req.Tools) != "null" {
+		tools, err := templates.DecodeJSON(req.Tools)
+		if err != nil {
+			return nil, bad("tools", "tools: %v", err)
+		}
+		tl, ok := tools.([]any)
+		if !ok {
+			return nil, bad("tools", "tools must be an array")
+		}
+		if len(tl) > 0 && !toolChoiceNone(req.ToolChoice) {
+			r.Tools = tl
+		}
+	}
+	if len(req.ChatTemplateKwargs) > 0 && string(req.ChatTemplateKwargs) != "null" {
+		kw, err := templates.DecodeJSON(req.ChatTemplateKwargs)
+		if err != nil {
+			return nil, bad("chat_template_kwargs", "chat_template_kwargs: %v", err)
+		}
+		d, ok := kw.(*templates.Dict)
+		if !ok {
+			return nil, bad("chat_template_kwargs", "chat_template_kwargs must be an object")
+		}
+		r.Kwargs = d
+	}
+	r.Logprobs = req.Logprobs
+	if req.TopLogprobs != nil {
+		if *req.TopLogprobs < 0 || *req.TopLogprobs > 20 {
+			return nil, bad("top_logprobs", "top_logprobs must be between 0 and 20, got %d", *req.TopLogprobs)
+		}
+		if !req.Logprobs && *req.TopLogprobs > 0 {
+			return nil, bad("top_logprobs", "top_logprobs requires logprobs: true")
+		}
+		r.TopLogprobs = *req.TopLogprobs
+	}
+	return r, nil
+}
+
+func toolChoiceNone(raw json.RawMessage) bool {
+	var s string
+	return json.Unmarshal(raw, &s) == nil && s == "none"
+}
+
+// normalizeMessage checks a message and reshapes it the way templates
+// expect: text parts joined into one string, tool-call arguments parsed from
+// their JSON string into an object.
+func normalizeMessage(d *templates.Dict, i int) error {
+	at := func(f string) string { return fmt.Sprintf("messages[%d].%s", i, f) }
+	role, _ := d.Get("role")
+	rs, ok := role.(string)
+	if !ok || !roles[rs] {
+		return bad(at("role"), "%s must be one of system, developer, user, assistant, tool; got %v", at("role"), role)
+	}
+	content, _ := d.Get("content")
+	switch c := content.(type) {
+	case string:
+	case nil: // an assistant message may carry only tool calls
+		if rs != "assistant" {
+			return bad(at("content"), "%s is required", at("content"))
+		}
+	case []any:
+		var texts []string
+		allText := true
+		for j, p := range c {
+			pd, ok := p.(*templates.Dict)
+			if !ok {
+				return bad(fmt.Sprintf("%s[%d]", at("content"), j), "content parts must be objects")
+			}
+			t, _ := pd.Get("type")
+			if t != "text" {
+				allText = false
+				continue
+			}
+			txt, ok := pd.Get("text")
+			s, isStr := txt.(string)
+			if !ok || !isStr {
+				return bad(fmt.Sprintf("%s[%d].text", at("content"), j), "a text part needs a string text")
+			}
+			texts = append(texts, s)
+		}
+		if allText {
+			d.Set("content", strings.Join(texts, "\n"))
+		}
+	default:
+		return bad(at("content"), "%s must be a string or an array of content parts", at("content"))
+	}
+	if calls, _ := d.Get("tool_calls"); calls != nil {
+		list, ok := calls.([]any)
+		if !ok {
+			return bad(at("tool_calls"), "%s must be an array", at("tool_calls"))
+		}
+		for _, c := range list {
+			cd, ok := c.(*templates.Dict)
+			if !ok {
+				return bad(at("tool_calls"), "%s entries must be objects", at("tool_calls"))
+			}
+			fn, _ := cd.Get("function")
+			fd, ok := fn.(*templates.Dict)
+			if !ok {
+				continue
+			}
+			if args, ok := fd.Get("arguments"); ok {
+				if s, isStr := args.(string); isStr {
+					if parsed, err := templates.DecodeJSON([]byte(s)); err == nil {
+						fd.Set("arguments", parsed)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// completionFromRequest validates an OpenAI completions request.
+func completionFromRequest(req *completionRequest) (*chat.Request, error) {
+	r := &chat.Request{}
+	if err := req.sampling(r, 16); err != nil {
+		return nil, err
+	}
+	if req.Echo {
+		return nil, bad("echo", "echo is not supported")
+	}
+	if req.Logprobs != nil {
+		if *req.Logprobs < 0 || *req.Logprobs > 5 {
+			return nil, bad("logprobs", "logprobs must be between 0 and 5, got %d", *req.Logprobs)
+		}
+		r.Logprobs, r.TopLogprobs = true, *req.Logprobs
+	}
+	raw := req.Prompt
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, bad("prompt", "prompt is required")
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		r.Prompt = s
+	} else {
+		var list []string
+		var ids []int32
+		switch {
+		case json.Unmarshal(raw, &list) == nil && len(list) == 1:
+			r.Prompt = list[0]
+		case json.Unmarshal(raw, &ids) == nil && len(ids) > 0:
+			r.PromptIDs = ids
+		default:
+			return nil, bad("prompt", "prompt must be a string, an array of one string, or an array of token ids")
+		}
+	}
+	if r.Prompt == "" && r.PromptIDs == nil {
+		return nil, bad("prompt", "prompt must not be empty")
+	}
+	return r, nil
+}

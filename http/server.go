@@ -1,0 +1,162 @@
+package http
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	troupe "github.com/troupe-ai/troupe"
+	"github.com/troupe-ai/troupe/http/apierr"
+	"github.com/troupe-ai/troupe/http/openai"
+)
+
+// Config configures the server.
+type Config struct {
+	// APIKeys, when non-empty, are the accepted bearer tokens.
+	APIKeys []string
+	// BodyLimit caps request bodies in bytes; 0 means 8 MiB.
+	BodyLimit int
+	// MaxQueue is how many generation requests may wait beyond those
+	// running; past it requests get 429. 0 means 64.
+	MaxQueue int
+	// Parallel is the runtime's running-sequence cap (for the queue bound).
+	Parallel int
+	// KeepAlive is the SSE keep-alive comment period; 0 means 2s.
+	KeepAlive time.Duration
+}
+
+// Server is the HTTP front of one runtime.
+type Server struct {
+	App      *fiber.App
+	rt       *troupe.Runtime
+	cfg      Config
+	inflight atomic.Int64
+}
+
+// New builds the Fiber app.
+func New(rt *troupe.Runtime, cfg Config) *Server {
+	if cfg.BodyLimit <= 0 {
+		cfg.BodyLimit = 8 << 20
+	}
+	if cfg.MaxQueue <= 0 {
+		cfg.MaxQueue = 64
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = 2 * time.Second
+	}
+	s := &Server{rt: rt, cfg: cfg}
+	app := fiber.New(fiber.Config{
+		BodyLimit:             cfg.BodyLimit,
+		DisableStartupMessage: true,
+		ErrorHandler: func(c *fiber.Ctx, err error) error {
+			status := fiber.StatusInternalServerError
+			var fe *fiber.Error
+			if errors.As(err, &fe) {
+				status = fe.Code
+			}
+			msg := err.Error()
+			if status == fiber.StatusRequestEntityTooLarge {
+				msg = "request body too large (limit " + strconv.Itoa(cfg.BodyLimit) + " bytes)"
+			}
+			return apierr.OpenAI(c, status, msg, "")
+		},
+	})
+	app.Use(s.count)
+	app.Get("/health", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
+	app.Get("/ready", s.ready)
+	metricsHandler := fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(rt.Metrics().Registry, promhttp.HandlerOpts{}))
+	app.Get("/metrics", func(c *fiber.Ctx) error { metricsHandler(c.Context()); return nil })
+	v1 := app.Group("/v1", s.auth)
+	v1.Get("/models", s.models)
+	api := openai.New(rt, openai.Config{KeepAlive: cfg.KeepAlive})
+	v1.Post("/chat/completions", s.admit, api.ChatCompletions)
+	v1.Post("/completions", s.admit, api.Completions)
+	s.App = app
+	return s
+}
+
+// count records every request by route and status.
+func (s *Server) count(c *fiber.Ctx) error {
+	err := c.Next()
+	status := c.Response().StatusCode()
+	var fe *fiber.Error
+	if err != nil && errors.As(err, &fe) {
+		status = fe.Code
+	}
+	route := c.Route().Path
+	if route == "/" || route == "" {
+		route = "unmatched"
+	}
+	s.rt.Metrics().Requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	return err
+}
+
+// auth checks the bearer token when API keys are configured.
+func (s *Server) auth(c *fiber.Ctx) error {
+	if len(s.cfg.APIKeys) == 0 {
+		return c.Next()
+	}
+	h := c.Get(fiber.HeaderAuthorization)
+	key, ok := strings.CutPrefix(h, "Bearer ")
+	if ok {
+		for _, k := range s.cfg.APIKeys {
+			if key == k {
+				return c.Next()
+			}
+		}
+	}
+	return apierr.OpenAI(c, fiber.StatusUnauthorized, "invalid or missing API key (send Authorization: Bearer <key>)", "")
+}
+
+// admit bounds the generation requests in flight: running plus MaxQueue
+// waiting. Past that the answer is 429 with Retry-After.
+func (s *Server) admit(c *fiber.Ctx) error {
+	limit := int64(s.cfg.Parallel + s.cfg.MaxQueue)
+	if n := s.inflight.Add(1); n > limit {
+		s.inflight.Add(-1)
+		c.Set(fiber.HeaderRetryAfter, "1")
+		return apierr.OpenAI(c, fiber.StatusTooManyRequests, "the server is at capacity ("+strconv.FormatInt(limit, 10)+" requests in flight); retry shortly", "")
+	}
+	// Streams finish after the handler returns; they release the slot
+	// through the request context's done hook (see openai.Release).
+	openai.SetRelease(c, func() { s.inflight.Add(-1) })
+	err := c.Next()
+	openai.ReleaseIfNotStreaming(c)
+	return err
+}
+
+func (s *Server) ready(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := s.rt.Status(ctx)
+	if err != nil {
+		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"ready": false, "phase": "unknown", "error": err.Error()})
+	}
+	if !st.Ready {
+		body := fiber.Map{"ready": false, "phase": st.Phase}
+		if st.Error != "" {
+			body["error"] = st.Error
+		}
+		return c.Status(fiber.StatusServiceUnavailable).JSON(body)
+	}
+	return c.JSON(fiber.Map{"ready": true, "phase": st.Phase})
+}
+
+func (s *Server) models(c *fiber.Ctx) error {
+	return c.JSON(fiber.Map{"object": "list", "data": []fiber.Map{{
+		"id": s.rt.Name(), "object": "model", "created": 0, "owned_by": "troupe",
+	}}})
+}
+
+// Shutdown stops accepting connections and waits up to timeout for
+// in-flight requests (streams included).
+func (s *Server) Shutdown(timeout time.Duration) error {
+	return s.App.ShutdownWithTimeout(timeout)
+}

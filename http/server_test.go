@@ -1,0 +1,486 @@
+package http_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	nethttp "net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	troupe "github.com/troupe-ai/troupe"
+	"github.com/troupe-ai/troupe/actors"
+	"github.com/troupe-ai/troupe/chat"
+	troupehttp "github.com/troupe-ai/troupe/http"
+	"github.com/troupe-ai/troupe/metrics"
+	"github.com/troupe-ai/troupe/model/checkpoint"
+	"github.com/troupe-ai/troupe/templates"
+)
+
+type server struct {
+	rt  *troupe.Runtime
+	url string
+}
+
+// start runs a runtime and its HTTP server on a loopback port.
+func start(t *testing.T, opts troupe.Options, cfg troupehttp.Config) *server {
+	t.Helper()
+	if cfg.Parallel == 0 {
+		cfg.Parallel = 4
+	}
+	opts.Parallel = cfg.Parallel
+	opts.Threads = 1
+	opts.KVBudget = 64 << 20
+	opts.Logger = slog.New(slog.DiscardHandler)
+	rt, err := troupe.Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := troupehttp.New(rt, cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.App.Listener(ln)
+	t.Cleanup(func() {
+		srv.Shutdown(5 * time.Second)
+		rt.Close()
+	})
+	return &server{rt: rt, url: "http://" + ln.Addr().String()}
+}
+
+func (s *server) waitReady(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		st, err := s.rt.Status(context.Background())
+		if err == nil && st.Ready {
+			return
+		}
+		if err == nil && st.Error != "" {
+			t.Fatalf("load failed: %s", st.Error)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("model not ready after 30s")
+}
+
+func (s *server) post(t *testing.T, path, body string, header ...string) (*nethttp.Response, []byte) {
+	t.Helper()
+	req, _ := nethttp.NewRequest("POST", s.url+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := nethttp.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp, data
+}
+
+func (s *server) get(t *testing.T, path string) (int, string) {
+	t.Helper()
+	resp, err := nethttp.Get(s.url + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
+}
+
+const hello = `{"model":"troupe-demo","messages":[{"role":"user","content":"Hello!"}],"max_tokens":8}`
+
+func TestOperationalRoutesAndChat(t *testing.T) {
+	s := start(t, troupe.Options{}, troupehttp.Config{})
+	if code, _ := s.get(t, "/health"); code != 200 {
+		t.Fatalf("/health %d", code)
+	}
+	s.waitReady(t)
+	if code, body := s.get(t, "/ready"); code != 200 || !strings.Contains(body, `"ready":true`) {
+		t.Fatalf("/ready %d %s", code, body)
+	}
+	if _, body := s.get(t, "/v1/models"); !strings.Contains(body, `"id":"troupe-demo"`) {
+		t.Fatalf("/v1/models %s", body)
+	}
+	resp, body := s.post(t, "/v1/chat/completions", hello)
+	if resp.StatusCode != 200 {
+		t.Fatalf("chat %d %s", resp.StatusCode, body)
+	}
+	var out struct {
+		Object  string
+		Choices []struct {
+			Message      struct{ Role, Content string }
+			FinishReason string `json:"finish_reason"`
+		}
+		Usage struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CompletionTokens int `json:"completion_tokens"`
+		}
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		t.Fatal(err)
+	}
+	// The ChatML render of one user message with the byte tokenizer:
+	// "<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n" is three
+	// special tokens plus one token per byte of the rest (11 + 1 + 10).
+	wantPrompt := 3 + len("user\nHello!") + len("\n") + len("assistant\n")
+	if out.Object != "chat.completion" || len(out.Choices) != 1 || out.Choices[0].Message.Role != "assistant" ||
+		out.Usage.PromptTokens != wantPrompt || out.Usage.CompletionTokens == 0 {
+		t.Fatalf("unexpected response %s (want %d prompt tokens)", body, wantPrompt)
+	}
+	// Streaming: role chunk, content chunks, a finish chunk, usage, [DONE].
+	resp, body = s.post(t, "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"stream":true,"stream_options":{"include_usage":true}}`)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("stream %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	events := sse(string(body))
+	if len(events) < 4 || events[len(events)-1] != "[DONE]" || !strings.Contains(events[0], `"role":"assistant"`) ||
+		!strings.Contains(events[len(events)-2], `"usage":{"completion_tokens":4`) || !strings.Contains(events[len(events)-3], `"finish_reason":"length"`) {
+		t.Fatalf("unexpected stream:\n%s", body)
+	}
+	if _, m := s.get(t, "/metrics"); !strings.Contains(m, `troupe_requests_total{route="/v1/chat/completions",status="200"} 2`) {
+		t.Fatalf("metrics do not count the requests:\n%s", grep(m, "troupe_requests_total"))
+	}
+}
+
+func sse(body string) []string {
+	var out []string
+	for _, line := range strings.Split(body, "\n") {
+		if d, ok := strings.CutPrefix(line, "data: "); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func grep(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestBadInput: every malformed request is a 4xx in OpenAI's error shape
+// with a message that names the field.
+func TestBadInput(t *testing.T) {
+	s := start(t, troupe.Options{}, troupehttp.Config{BodyLimit: 4096})
+	s.waitReady(t)
+	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	tests := []struct {
+		name, path, body string
+		status           int
+		param, mention   string
+	}{
+		{"invalid json", "/v1/chat/completions", `{"messages": [`, 400, "", "invalid JSON"},
+		{"empty body", "/v1/chat/completions", ``, 400, "", "empty"},
+		{"wrong type", "/v1/chat/completions", `{` + msgs + `,"temperature":"hot"}`, 400, "temperature", "temperature"},
+		{"messages missing", "/v1/chat/completions", `{"max_tokens":3}`, 400, "messages", "messages"},
+		{"messages empty", "/v1/chat/completions", `{"messages":[]}`, 400, "messages", "empty"},
+		{"messages not array", "/v1/chat/completions", `{"messages":{"role":"user"}}`, 400, "messages", "array"},
+		{"bad role", "/v1/chat/completions", `{"messages":[{"role":"wizard","content":"x"}]}`, 400, "messages[0].role", "role"},
+		{"content missing", "/v1/chat/completions", `{"messages":[{"role":"user"}]}`, 400, "messages[0].content", "content"},
+		{"content wrong type", "/v1/chat/completions", `{"messages":[{"role":"user","content":5}]}`, 400, "messages[0].content", "content"},
+		{"n=2", "/v1/chat/completions", `{` + msgs + `,"n":2}`, 400, "n", "n=1"},
+		{"negative max_tokens", "/v1/chat/completions", `{` + msgs + `,"max_tokens":-1}`, 400, "max_tokens", "max_tokens"},
+		{"zero max_tokens", "/v1/chat/completions", `{` + msgs + `,"max_completion_tokens":0}`, 400, "max_tokens", "max_tokens"},
+		{"absurd max_tokens", "/v1/chat/completions", `{` + msgs + `,"max_tokens":99999999999}`, 400, "max_tokens", "max_tokens"},
+		{"temperature too high", "/v1/chat/completions", `{` + msgs + `,"temperature":7}`, 400, "temperature", "temperature"},
+		{"top_p negative", "/v1/chat/completions", `{` + msgs + `,"top_p":-0.5}`, 400, "top_p", "top_p"},
+		{"top_logprobs without logprobs", "/v1/chat/completions", `{` + msgs + `,"top_logprobs":3}`, 400, "top_logprobs", "logprobs"},
+		{"too many stops", "/v1/chat/completions", `{` + msgs + `,"stop":["a","b","c","d","e"]}`, 400, "stop", "stop"},
+		{"unknown model", "/v1/chat/completions", `{"model":"gpt-99",` + msgs + `}`, 404, "model", "gpt-99"},
+		{"too long for the model", "/v1/chat/completions", `{` + msgs + `,"max_tokens":100000}`, 400, "", "positions"},
+		{"oversized body", "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, 413, "", "too large"},
+		{"completion without prompt", "/v1/completions", `{"max_tokens":3}`, 400, "prompt", "prompt"},
+		{"completion prompt wrong type", "/v1/completions", `{"prompt":{"a":1}}`, 400, "prompt", "prompt"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := s.post(t, tc.path, tc.body)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, body)
+			}
+			var e struct {
+				Error struct {
+					Message string
+					Type    string
+					Param   *string
+				}
+			}
+			if err := json.Unmarshal(body, &e); err != nil || e.Error.Message == "" || e.Error.Type == "" {
+				t.Fatalf("not an OpenAI error: %s", body)
+			}
+			if !strings.Contains(e.Error.Message, tc.mention) {
+				t.Errorf("message %q does not mention %q", e.Error.Message, tc.mention)
+			}
+			if tc.param != "" && (e.Error.Param == nil || *e.Error.Param != tc.param) {
+				t.Errorf("param %v, want %q", e.Error.Param, tc.param)
+			}
+		})
+	}
+	// The server still serves after all that.
+	if resp, body := s.post(t, "/v1/chat/completions", hello); resp.StatusCode != 200 {
+		t.Fatalf("after bad input: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestAPIKey(t *testing.T) {
+	s := start(t, troupe.Options{}, troupehttp.Config{APIKeys: []string{"sekret"}})
+	s.waitReady(t)
+	if resp, body := s.post(t, "/v1/chat/completions", hello); resp.StatusCode != 401 || !strings.Contains(string(body), "authentication_error") {
+		t.Fatalf("without key: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := s.post(t, "/v1/chat/completions", hello, "Authorization", "Bearer wrong"); resp.StatusCode != 401 {
+		t.Fatalf("wrong key: %d", resp.StatusCode)
+	}
+	if resp, body := s.post(t, "/v1/chat/completions", hello, "Authorization", "Bearer sekret"); resp.StatusCode != 200 {
+		t.Fatalf("right key: %d %s", resp.StatusCode, body)
+	}
+	if code, _ := s.get(t, "/health"); code != 200 {
+		t.Fatal("/health must not need a key")
+	}
+}
+
+// TestCancelFreesKV: a client that disconnects mid-stream stops its
+// generation, and its KV pages are free again promptly.
+func TestCancelFreesKV(t *testing.T) {
+	s := start(t, troupe.Options{}, troupehttp.Config{})
+	s.waitReady(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := nethttp.NewRequestWithContext(ctx, "POST", s.url+"/v1/chat/completions",
+		strings.NewReader(`{"messages":[{"role":"user","content":"Go on"}],"max_tokens":3000,"stream":true,"ignore_eos":true}`))
+	resp, err := nethttp.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(resp.Body)
+	for i := 0; i < 6; i++ { // a few events
+		if _, err := r.ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, _ := s.rt.SchedulerStats(context.Background())
+	if st.Running != 1 || st.PagesUsed == 0 {
+		t.Fatalf("while streaming: %+v", st)
+	}
+	cancel()
+	resp.Body.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, _ = s.rt.SchedulerStats(context.Background())
+		if st.Running == 0 && st.PagesUsed == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("5s after the client left: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st.GeneratedTokens >= 3000 {
+		t.Fatalf("generation ran to the end (%d tokens) although the client left", st.GeneratedTokens)
+	}
+}
+
+// TestQueueFull: past running + max-queue requests the answer is 429 with
+// Retry-After.
+func TestQueueFull(t *testing.T) {
+	s := start(t, troupe.Options{}, troupehttp.Config{Parallel: 1, MaxQueue: 1})
+	s.waitReady(t)
+	long := `{"messages":[{"role":"user","content":"x"}],"max_tokens":1500,"ignore_eos":true}`
+	var wg sync.WaitGroup
+	codes := make(chan int, 4)
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, _ := s.post(t, "/v1/chat/completions", long)
+			if resp.StatusCode == 429 && resp.Header.Get("Retry-After") == "" {
+				t.Error("429 without Retry-After")
+			}
+			codes <- resp.StatusCode
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	n429 := 0
+	for c := range codes {
+		if c == 429 {
+			n429++
+		} else if c != 200 {
+			t.Errorf("status %d", c)
+		}
+	}
+	if n429 == 0 {
+		t.Fatal("4 concurrent requests against a capacity of 2 got no 429")
+	}
+}
+
+// TestPreparerPanic: a panic while preparing one request fails that request
+// with a 500; the supervisor restarts the preparer and the server serves on.
+func TestPreparerPanic(t *testing.T) {
+	hook := func(p *actors.Prepare) {
+		if len(p.Request.Messages) > 0 {
+			if d, ok := p.Request.Messages[0].(*templates.Dict); ok {
+				if c, _ := d.Get("content"); c == "PANIC" {
+					panic("injected")
+				}
+			}
+		}
+	}
+	s := start(t, troupe.Options{PrepareHook: hook, Preparers: 1}, troupehttp.Config{})
+	s.waitReady(t)
+	resp, body := s.post(t, "/v1/chat/completions", `{"messages":[{"role":"user","content":"PANIC"}],"max_tokens":3}`)
+	if resp.StatusCode != 500 || !strings.Contains(string(body), "server_error") {
+		t.Fatalf("panicking request: %d %s", resp.StatusCode, body)
+	}
+	for i := 0; i < 3; i++ {
+		if resp, body := s.post(t, "/v1/chat/completions", hello); resp.StatusCode != 200 {
+			t.Fatalf("request %d after the panic: %d %s", i, resp.StatusCode, body)
+		}
+	}
+}
+
+// TestConcurrentStreams: many concurrent requests (under -race) each get a
+// complete, well-formed answer.
+func TestConcurrentStreams(t *testing.T) {
+	s := start(t, troupe.Options{}, troupehttp.Config{Parallel: 4})
+	s.waitReady(t)
+	var wg sync.WaitGroup
+	for i := 0; i < 12; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stream := i%2 == 0
+			resp, body := s.post(t, "/v1/chat/completions", fmt.Sprintf(`{"messages":[{"role":"user","content":"request %d"}],"max_tokens":6,"ignore_eos":true,"stream":%v}`, i, stream))
+			if resp.StatusCode != 200 {
+				t.Errorf("request %d: %d %s", i, resp.StatusCode, body)
+				return
+			}
+			if stream && !strings.HasSuffix(strings.TrimSpace(string(body)), "data: [DONE]") {
+				t.Errorf("request %d: stream not terminated", i)
+			}
+			if !stream && !strings.Contains(string(body), `"completion_tokens":6`) {
+				t.Errorf("request %d: %s", i, body)
+			}
+		}()
+	}
+	wg.Wait()
+	st, _ := s.rt.SchedulerStats(context.Background())
+	if st.PagesUsed != 0 || st.Running != 0 {
+		t.Fatalf("after all requests: %+v", st)
+	}
+}
+
+// conversation is a chat request with an earlier assistant turn, so a
+// history boundary exists.
+func conversation() *chat.Request {
+	v, err := templates.DecodeJSON([]byte(`[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello there."},{"role":"user","content":"How are you?"}]`))
+	if err != nil {
+		panic(err)
+	}
+	return &chat.Request{Messages: v.([]any), MaxTokens: 2}
+}
+
+func renders(rt *troupe.Runtime, outcome string) float64 {
+	return testutil.ToFloat64(rt.Metrics().HistoryRenders.WithLabelValues(outcome))
+}
+
+// mambaDir writes a tiny Mamba checkpoint with the byte tokenizer: a
+// snapshot-reuse model that can serve chat.
+func mambaDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "mamba")
+	cfg, _ := checkpoint.Tiny("mamba")
+	cfg["vocab_size"], cfg["eos_token_id"] = checkpoint.ByteVocab, 258
+	if err := checkpoint.Write(dir, cfg, checkpoint.Options{Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.WriteByteTokenizer(dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestCapabilityGate: the invariants of the seed design. During a slowed
+// load, requests are prepared fail-open and carry their boundary; after
+// readiness a dense model renders no boundary at all and a snapshot-reuse
+// model renders one per chat request.
+func TestCapabilityGate(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		dir      func(*testing.T) string
+		snapshot bool
+	}{
+		{"dense", func(*testing.T) string { return "" }, false},
+		{"snapshot", mambaDir, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := start(t, troupe.Options{Model: tc.dir(t), PromptCache: true, LoadDelay: 1500 * time.Millisecond}, troupehttp.Config{})
+			ctx := context.Background()
+			// Queued during load: prepared fail-open, boundary included.
+			var wg sync.WaitGroup
+			for i := 0; i < 3; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					p, err := s.rt.Prepare(ctx, conversation(), true)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if p.Capability != actors.CapabilityUnknownYet || !p.Prepared.BoundaryRendered || p.Prepared.Boundary == 0 {
+						t.Errorf("prepared during load: capability %v, boundary rendered %v (%d tokens, %s)",
+							p.Capability, p.Prepared.BoundaryRendered, p.Prepared.Boundary, p.Prepared.BoundaryNote)
+					}
+				}()
+			}
+			wg.Wait()
+			if st, _ := s.rt.Status(ctx); st.Ready {
+				t.Fatal("the slowed load finished before the requests were prepared")
+			}
+			if got := renders(s.rt, metrics.FailOpen); got != 3 {
+				t.Fatalf("fail_open renders %v, want 3", got)
+			}
+			s.waitReady(t)
+			for i := 0; i < 4; i++ {
+				p, err := s.rt.Prepare(ctx, conversation(), true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.Capability == actors.CapabilityUnknownYet {
+					t.Fatal("a request prepared after readiness lacks the capability")
+				}
+				if p.Prepared.BoundaryRendered != tc.snapshot {
+					t.Fatalf("after readiness: boundary rendered %v on a snapshot=%v model", p.Prepared.BoundaryRendered, tc.snapshot)
+				}
+			}
+			// A real generation after readiness goes through the same gate.
+			if resp, body := s.post(t, "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}],"max_tokens":2}`); resp.StatusCode != 200 {
+				t.Fatalf("chat: %d %s", resp.StatusCode, body)
+			}
+			wantRendered, wantSkipped := 0.0, 5.0
+			if tc.snapshot {
+				wantRendered, wantSkipped = 5, 0
+			}
+			if r, sk, fo := renders(s.rt, metrics.Rendered), renders(s.rt, metrics.SkippedDense), renders(s.rt, metrics.FailOpen); r != wantRendered || sk != wantSkipped || fo != 3 {
+				t.Fatalf("renders: rendered %v skipped_dense %v fail_open %v; want %v %v 3", r, sk, fo, wantRendered, wantSkipped)
+			}
+		})
+	}
+}

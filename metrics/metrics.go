@@ -1,0 +1,76 @@
+// Package metrics defines troupe's Prometheus metrics. Each runtime owns its
+// own registry (no package-level state), served at GET /metrics.
+//
+// Metrics (all prefixed troupe_):
+//
+//	requests_total{route,status}        HTTP requests by route and status code
+//	time_to_first_token_seconds         from request arrival to the first token (histogram)
+//	inter_token_latency_seconds         between consecutive tokens of a stream (histogram)
+//	queue_depth                         requests waiting for admission to the engine
+//	running_sequences                   sequences admitted to the engine
+//	kv_pages_used / kv_pages_free       KV-cache pages in use and free
+//	prompt_tokens_total                 prompt tokens prefilled (recomputation included)
+//	generated_tokens_total              tokens generated
+//	preemptions_total                   sequences preempted for KV pages and recomputed
+//	history_renders_total{outcome}      history-boundary renders by preparers: rendered
+//	                                    (snapshot-reuse model), fail_open (capability not yet
+//	                                    known), skipped_dense (dense-KV model: not rendered)
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics is one runtime's set of collectors.
+type Metrics struct {
+	Registry        *prometheus.Registry
+	Requests        *prometheus.CounterVec
+	TTFT            prometheus.Histogram
+	InterToken      prometheus.Histogram
+	QueueDepth      prometheus.Gauge
+	Running         prometheus.Gauge
+	KVPagesUsed     prometheus.Gauge
+	KVPagesFree     prometheus.Gauge
+	PromptTokens    prometheus.Counter
+	GeneratedTokens prometheus.Counter
+	Preemptions     prometheus.Counter
+	HistoryRenders  *prometheus.CounterVec
+}
+
+// History-render outcomes.
+const (
+	Rendered     = "rendered"
+	FailOpen     = "fail_open"
+	SkippedDense = "skipped_dense"
+)
+
+// New creates and registers the collectors.
+func New() *Metrics {
+	r := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: r,
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "troupe_requests_total",
+			Help: "HTTP requests by route and status code."}, []string{"route", "status"}),
+		TTFT: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "troupe_time_to_first_token_seconds",
+			Help: "Time from request arrival to the first generated token.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
+		InterToken: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "troupe_inter_token_latency_seconds",
+			Help: "Time between consecutive tokens of one stream.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		QueueDepth:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "troupe_queue_depth", Help: "Requests waiting for admission to the engine."}),
+		Running:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "troupe_running_sequences", Help: "Sequences admitted to the engine."}),
+		KVPagesUsed:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "troupe_kv_pages_used", Help: "KV-cache pages in use."}),
+		KVPagesFree:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "troupe_kv_pages_free", Help: "KV-cache pages free."}),
+		PromptTokens:    prometheus.NewCounter(prometheus.CounterOpts{Name: "troupe_prompt_tokens_total", Help: "Prompt tokens prefilled, recomputation included."}),
+		GeneratedTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: "troupe_generated_tokens_total", Help: "Tokens generated."}),
+		Preemptions:     prometheus.NewCounter(prometheus.CounterOpts{Name: "troupe_preemptions_total", Help: "Sequences preempted for KV pages and recomputed."}),
+		HistoryRenders: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "troupe_history_renders_total",
+			Help: "History-boundary decisions of the request preparers: rendered, fail_open, skipped_dense."}, []string{"outcome"}),
+	}
+	r.MustRegister(m.Requests, m.TTFT, m.InterToken, m.QueueDepth, m.Running, m.KVPagesUsed, m.KVPagesFree,
+		m.PromptTokens, m.GeneratedTokens, m.Preemptions, m.HistoryRenders,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, o := range []string{Rendered, FailOpen, SkippedDense} {
+		m.HistoryRenders.WithLabelValues(o)
+	}
+	return m
+}

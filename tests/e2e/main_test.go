@@ -1,0 +1,157 @@
+// Package e2e runs a real `troupe serve` process on loopback and talks to it
+// with the official OpenAI Go SDK, as users do.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-ai/troupe/internal/fixtures"
+)
+
+// binary is the troupe command built once for the package's tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "troupe-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "troupe")
+	build := exec.Command("go", "build", "-o", binary, "./cmd/troupe")
+	build.Dir = filepath.Join("..", "..")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building troupe:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// modelDir makes a random-weight checkpoint with a real tokenizer and chat
+// template from the shared fixtures.
+func modelDir(t *testing.T, args ...string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "model")
+	cmd := exec.Command(binary, append([]string{"model", "init", "--out", out}, args...)...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("model init: %v\n%s", err, b)
+	}
+	return out
+}
+
+func qwen3Model(t *testing.T) string {
+	return modelDir(t, "--preset", "tiny", "--seed", "5", "--tokenizer", fixtures.Path(t, "tokenizers", "qwen3"))
+}
+
+type serverProc struct {
+	url  string
+	cmd  *exec.Cmd
+	logs *strings.Builder
+}
+
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// serve starts `troupe serve` and waits until it listens (not until ready).
+func serve(t *testing.T, args ...string) *serverProc {
+	t.Helper()
+	port := freePort(t)
+	logs := &strings.Builder{}
+	cmd := exec.Command(binary, append([]string{"serve", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--threads", "1"}, args...)...)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &serverProc{url: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, logs: logs}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			t.Errorf("troupe serve did not stop within 10s of SIGINT")
+		}
+		if t.Failed() {
+			t.Logf("server log:\n%s", logs.String())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(s.url + "/health"); err == nil {
+			resp.Body.Close()
+			return s
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("troupe serve did not listen within 30s:\n%s", logs.String())
+	return nil
+}
+
+func (s *serverProc) waitReady(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(s.url + "/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("not ready within 60s:\n%s", s.logs.String())
+}
+
+// metric reads one sample from /metrics.
+func (s *serverProc) metric(t *testing.T, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(s.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}

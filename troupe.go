@@ -1,0 +1,287 @@
+// Package troupe is the embedding API of the troupe serving runtime: start
+// the actor pipeline for a model in-process (Start), or spawn it into a host
+// application's own actor system (Spawn), then prepare and generate through
+// the same render + encode path the HTTP server uses.
+//
+//	rt, err := troupe.Start(ctx, troupe.Options{Model: "path/to/model"})
+//	defer rt.Close()
+//	stream, err := rt.Generate(ctx, &chat.Request{Messages: msgs, MaxTokens: 64})
+//	for ev := range stream.Events { ... }
+package troupe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-ai/troupe/actors"
+	"github.com/troupe-ai/troupe/chat"
+	"github.com/troupe-ai/troupe/engine"
+	"github.com/troupe-ai/troupe/metrics"
+	"github.com/troupe-ai/troupe/model/checkpoint"
+)
+
+// Options configure a runtime.
+type Options struct {
+	// Model is the model folder; "" uses the built-in demo model.
+	Model string
+	// ServedName is the model's name in the API; default: the folder's name.
+	ServedName string
+	// ChatTemplate overrides the model's chat template with a file.
+	ChatTemplate string
+	// Threads is the number of compute threads; 0 means all cores.
+	Threads int
+	// Parallel caps the sequences running at once; 0 means 16.
+	Parallel int
+	// KVBudget is the KV cache's size in bytes; 0 means 1 GiB.
+	KVBudget int64
+	// StepTokens is the per-step token budget (chunked prefill); 0 means 512.
+	StepTokens int
+	// PromptCache turns on prompt reuse (and with it history-boundary
+	// renders on snapshot-reuse models).
+	PromptCache bool
+	// Preparers is the size of the RequestPreparer pool; 0 means one per core.
+	Preparers int
+	// Logger receives the runtime's logs; nil means slog.Default().
+	Logger *slog.Logger
+
+	// LoadDelay slows the weight load (tests of requests queued during load).
+	LoadDelay time.Duration
+	// PrepareHook runs in the preparer before each request (tests inject
+	// panics through it).
+	PrepareHook func(*actors.Prepare)
+}
+
+// Runtime is one model's actor pipeline.
+type Runtime struct {
+	system  *actor.ActorSystem
+	own     bool
+	pids    actors.Pids
+	metrics *metrics.Metrics
+	opts    Options
+	name    string
+	next    atomic.Uint64
+}
+
+// Start creates an actor system and spawns the pipeline into it.
+func Start(ctx context.Context, opts Options) (*Runtime, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return log.With("lib", "protoactor")
+	}))
+	rt, err := Spawn(system, opts)
+	if err != nil {
+		return nil, err
+	}
+	rt.own = true
+	return rt, nil
+}
+
+// Spawn spawns the pipeline into a host application's actor system; the
+// host can then talk to Runtime.Pids() by message.
+func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Threads <= 0 {
+		opts.Threads = runtime.NumCPU()
+	}
+	if opts.Parallel <= 0 {
+		opts.Parallel = 16
+	}
+	if opts.KVBudget <= 0 {
+		opts.KVBudget = 1 << 30
+	}
+	if opts.Preparers <= 0 {
+		opts.Preparers = runtime.NumCPU()
+	}
+	dir := opts.Model
+	if dir == "" {
+		var err error
+		if dir, err = checkpoint.Demo(); err != nil {
+			return nil, err
+		}
+		opts.Model = dir
+		if opts.ServedName == "" {
+			opts.ServedName = "troupe-demo"
+		}
+	}
+	if opts.ServedName == "" {
+		opts.ServedName = filepath.Base(filepath.Clean(dir))
+	}
+	rt := &Runtime{system: system, metrics: metrics.New(), opts: opts, name: opts.ServedName}
+	root := system.Root
+	var err error
+	rt.pids.Scheduler, err = root.SpawnNamed(actor.PropsFromProducer(actors.NewSchedulerActor(
+		engine.Options{StepTokens: opts.StepTokens, MaxRunning: opts.Parallel}, rt.metrics, opts.Logger)), "scheduler-"+rt.name+"-"+uniq())
+	if err != nil {
+		return nil, fmt.Errorf("spawn scheduler: %w", err)
+	}
+	loader := &dirLoader{opts: opts}
+	rt.pids.Model, err = root.SpawnNamed(actor.PropsFromProducer(actors.NewModelActor(rt.name, loader, rt.pids.Scheduler, opts.Logger)), "model-"+rt.name+"-"+uniq())
+	if err != nil {
+		return nil, fmt.Errorf("spawn model actor: %w", err)
+	}
+	for i := 0; i < opts.Preparers; i++ {
+		pid := root.Spawn(actor.PropsFromProducer(actors.NewRequestPreparer(rt.pids.Model, rt.metrics, opts.Logger, opts.PrepareHook)))
+		rt.pids.Preparers = append(rt.pids.Preparers, pid)
+	}
+	return rt, nil
+}
+
+var spawnCount atomic.Uint64
+
+func uniq() string { return strconv.FormatUint(spawnCount.Add(1), 10) }
+
+// Name is the served model name.
+func (r *Runtime) Name() string { return r.name }
+
+// Pids names the runtime's actors, for hosts that talk to them by message.
+func (r *Runtime) Pids() actors.Pids { return r.pids }
+
+// Metrics returns the runtime's Prometheus collectors.
+func (r *Runtime) Metrics() *metrics.Metrics { return r.metrics }
+
+// PromptCache reports whether the prompt cache is on.
+func (r *Runtime) PromptCache() bool { return r.opts.PromptCache }
+
+// Status asks the ModelActor for its load phase.
+func (r *Runtime) Status(ctx context.Context) (*actors.LoadStatus, error) {
+	res, err := r.request(ctx, r.pids.Model, &actors.LoadStatusQuery{})
+	if err != nil {
+		return nil, err
+	}
+	st, ok := res.(*actors.LoadStatus)
+	if !ok {
+		return nil, fmt.Errorf("model actor answered %T", res)
+	}
+	return st, nil
+}
+
+// SchedulerStats asks the SchedulerActor for its counters.
+func (r *Runtime) SchedulerStats(ctx context.Context) (*actors.SchedulerStats, error) {
+	res, err := r.request(ctx, r.pids.Scheduler, &actors.StatsQuery{})
+	if err != nil {
+		return nil, err
+	}
+	st, ok := res.(*actors.SchedulerStats)
+	if !ok {
+		return nil, fmt.Errorf("scheduler answered %T", res)
+	}
+	return st, nil
+}
+
+func (r *Runtime) request(ctx context.Context, pid *actor.PID, msg any) (any, error) {
+	timeout := 30 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d)
+	}
+	return r.system.Root.RequestFuture(pid, msg, timeout).Result()
+}
+
+// Prepare renders and tokenizes req through a RequestPreparer (the same path
+// generation takes). With inspect, no job is built.
+func (r *Runtime) Prepare(ctx context.Context, req *chat.Request, inspect bool) (*actors.Prepared, error) {
+	id := "req-" + strconv.FormatUint(r.next.Add(1), 10)
+	p := r.pids.Preparers[int(r.next.Load())%len(r.pids.Preparers)]
+	res, err := r.request(ctx, p, &actors.Prepare{ID: id, Request: req, PromptCache: r.opts.PromptCache, InspectOnly: inspect})
+	if err != nil {
+		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	out, ok := res.(*actors.Prepared)
+	if !ok {
+		return nil, fmt.Errorf("preparer answered %T", res)
+	}
+	if out.Err != nil {
+		return out, out.Err
+	}
+	return out, nil
+}
+
+// Stream is one generation in flight.
+type Stream struct {
+	// Prepared is the prompt the model sees.
+	Prepared *actors.Prepared
+	// Events delivers the tokens; it is closed after the final event (one
+	// with a FinishReason).
+	Events <-chan *actors.TokenEvent
+	cancel func()
+}
+
+// Cancel stops the generation and frees its KV; Events is closed soon after.
+func (s *Stream) Cancel() { s.cancel() }
+
+// ErrClosed is returned by a stream's runtime after Close.
+var ErrClosed = errors.New("troupe: runtime closed")
+
+// Generate prepares req and streams its tokens. Cancelling ctx cancels the
+// generation.
+func (r *Runtime) Generate(ctx context.Context, req *chat.Request) (*Stream, error) {
+	prep, err := r.Prepare(ctx, req, false)
+	if err != nil {
+		return nil, err
+	}
+	events := make(chan *actors.TokenEvent, 64)
+	job := prep.Job
+	done := make(chan struct{})     // closed by Cancel
+	finished := make(chan struct{}) // closed by the receiver when the stream ends
+	// A per-request actor receives the scheduler's events (so the job's
+	// sender is an actor that could live anywhere) and hands them on.
+	pid := r.system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch m := c.Message().(type) {
+		case *actor.Started:
+			c.Request(r.pids.Scheduler, job)
+		case *actors.TokenEvent:
+			select {
+			case events <- m:
+			case <-done:
+			}
+			if m.FinishReason != "" {
+				c.Stop(c.Self())
+			}
+		case *actor.Stopping:
+			close(events)
+			close(finished)
+		}
+	}))
+	var cancelled atomic.Bool
+	cancel := func() {
+		if cancelled.CompareAndSwap(false, true) {
+			close(done)
+			r.system.Root.Send(r.pids.Scheduler, &actors.CancelJob{RequestId: job.RequestId})
+			r.system.Root.Stop(pid)
+		}
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			cancel()
+		case <-finished:
+		}
+	}()
+	return &Stream{Prepared: prep, Events: events, cancel: cancel}, nil
+}
+
+// Close stops the runtime's actors (and its actor system when Start made it).
+func (r *Runtime) Close() {
+	root := r.system.Root
+	for _, p := range r.pids.Preparers {
+		root.Stop(p)
+	}
+	root.Stop(r.pids.Model)
+	root.Stop(r.pids.Scheduler)
+	if r.own {
+		r.system.Shutdown()
+	}
+}
