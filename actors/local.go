@@ -31,7 +31,7 @@ type Prepared struct {
 	// Assets are the tokenizer and template the request was prepared with
 	// (per-request output decodes with the same tokenizer).
 	Assets *chat.Assets
-	Job      *PrefillJob
+	Job    *PrefillJob
 	// Capability is what the preparer knew when it prepared the request.
 	Capability Capability
 	Err        error

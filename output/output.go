@@ -36,10 +36,10 @@ type Options struct {
 }
 
 const (
-	thinkOpen    = "<think>"
-	thinkClose   = "</think>"
-	toolOpen     = "<tool_call>"
-	toolClose    = "</tool_call>"
+	thinkOpen  = "<think>"
+	thinkClose = "</think>"
+	toolOpen   = "<tool_call>"
+	toolClose  = "</tool_call>"
 )
 
 // Processor is one stream's output state.

@@ -313,7 +313,7 @@ func (a *API) final(id string, created int64, res *result, isChat bool, r *chat.
 		}
 		return fiber.Map{"id": id, "object": "text_completion", "created": created, "model": a.rt.Name(),
 			"choices": []fiber.Map{{"index": 0, "text": res.content.String(), "logprobs": lp, "finish_reason": res.finish}},
-			"usage": a.usage(res)}
+			"usage":   a.usage(res)}
 	}
 	msg := fiber.Map{"role": "assistant", "content": res.content.String()}
 	if res.reasoning.Len() > 0 {
@@ -331,7 +331,7 @@ func (a *API) final(id string, created int64, res *result, isChat bool, r *chat.
 	}
 	return fiber.Map{"id": id, "object": "chat.completion", "created": created, "model": a.rt.Name(),
 		"choices": []fiber.Map{{"index": 0, "message": msg, "logprobs": lp, "finish_reason": res.finish}},
-		"usage": a.usage(res)}
+		"usage":   a.usage(res)}
 }
 
 // completionLogprobs is the legacy completions logprobs shape.
