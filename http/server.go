@@ -118,6 +118,7 @@ func (s *Server) auth(c *fiber.Ctx) error {
 // admit bounds the generation requests in flight: running plus MaxQueue
 // waiting. Past that the answer is 429 with Retry-After.
 func (s *Server) admit(c *fiber.Ctx) error {
+	openai.MarkArrival(c)
 	limit := int64(s.cfg.Parallel + s.cfg.MaxQueue)
 	if n := s.inflight.Add(1); n > limit {
 		s.inflight.Add(-1)

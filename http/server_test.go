@@ -115,7 +115,7 @@ func TestOperationalRoutesAndChat(t *testing.T) {
 	if _, body := s.get(t, "/v1/models"); !strings.Contains(body, `"id":"troupe-demo"`) {
 		t.Fatalf("/v1/models %s", body)
 	}
-	resp, body := s.post(t, "/v1/chat/completions", hello)
+	resp, body := s.post(t, "/v1/chat/completions", `{"model":"troupe-demo","messages":[{"role":"user","content":"Hello!"}],"max_tokens":8,"ignore_eos":true}`)
 	if resp.StatusCode != 200 {
 		t.Fatalf("chat %d %s", resp.StatusCode, body)
 	}
@@ -138,11 +138,11 @@ func TestOperationalRoutesAndChat(t *testing.T) {
 	// special tokens plus one token per byte of the rest (11 + 1 + 10).
 	wantPrompt := 3 + len("user\nHello!") + len("\n") + len("assistant\n")
 	if out.Object != "chat.completion" || len(out.Choices) != 1 || out.Choices[0].Message.Role != "assistant" ||
-		out.Usage.PromptTokens != wantPrompt || out.Usage.CompletionTokens == 0 {
+		out.Usage.PromptTokens != wantPrompt || out.Usage.CompletionTokens != 8 {
 		t.Fatalf("unexpected response %s (want %d prompt tokens)", body, wantPrompt)
 	}
 	// Streaming: role chunk, content chunks, a finish chunk, usage, [DONE].
-	resp, body = s.post(t, "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"stream":true,"stream_options":{"include_usage":true}}`)
+	resp, body = s.post(t, "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}`)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("stream %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
@@ -151,8 +151,17 @@ func TestOperationalRoutesAndChat(t *testing.T) {
 		!strings.Contains(events[len(events)-2], `"usage":{"completion_tokens":4`) || !strings.Contains(events[len(events)-3], `"finish_reason":"length"`) {
 		t.Fatalf("unexpected stream:\n%s", body)
 	}
-	if _, m := s.get(t, "/metrics"); !strings.Contains(m, `troupe_requests_total{route="/v1/chat/completions",status="200"} 2`) {
-		t.Fatalf("metrics do not count the requests:\n%s", grep(m, "troupe_requests_total"))
+	_, m := s.get(t, "/metrics")
+	for _, want := range []string{
+		`troupe_requests_total{route="/v1/chat/completions",status="200"} 2`,
+		"troupe_time_to_first_token_seconds_count 2",
+		"troupe_inter_token_latency_seconds_count 10", // 7 + 3 gaps
+		"troupe_generated_tokens_total 12",
+		"troupe_kv_pages_used 0",
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %q:\n%s", want, grep(m, "troupe_"))
+		}
 	}
 }
 

@@ -68,6 +68,18 @@ func release(c *fiber.Ctx) func() {
 	}
 }
 
+const localArrival = "troupe.arrival"
+
+// MarkArrival records when a request arrived (for time to first token).
+func MarkArrival(c *fiber.Ctx) { c.Locals(localArrival, time.Now()) }
+
+func arrival(c *fiber.Ctx) time.Time {
+	if t, ok := c.Locals(localArrival).(time.Time); ok {
+		return t
+	}
+	return time.Now()
+}
+
 func (a *API) fail(c *fiber.Ctx, err error) error {
 	var fe *fieldError
 	var br *chat.BadRequest
@@ -136,6 +148,7 @@ type result struct {
 	logprobs           []fiber.Map
 	calls              []output.ToolCall
 	err                string
+	start, last        time.Time // request arrival, previous token
 }
 
 func (a *API) run(c *fiber.Ctx, r *chat.Request, stream, includeUsage, isChat bool) error {
@@ -154,7 +167,7 @@ func (a *API) run(c *fiber.Ctx, r *chat.Request, stream, includeUsage, isChat bo
 		id = "cmpl-" + id[len("chatcmpl-"):]
 	}
 	created := time.Now().Unix()
-	res := &result{promptTokens: len(prep.IDs)}
+	res := &result{promptTokens: len(prep.IDs), start: arrival(c)}
 	if !stream {
 		defer cancel()
 		for ev := range s.Events {
@@ -236,6 +249,14 @@ func (a *API) absorb(s *troupe.Stream, proc *output.Processor, res *result, ev *
 	var d output.Delta
 	var lp fiber.Map
 	if ev.HasToken && !proc.Stopped() {
+		now := time.Now()
+		m := a.rt.Metrics()
+		if res.tokens == 0 {
+			m.TTFT.Observe(now.Sub(res.start).Seconds())
+		} else {
+			m.InterToken.Observe(now.Sub(res.last).Seconds())
+		}
+		res.last = now
 		res.tokens++
 		d = proc.Add(ev.Token)
 		if r.Logprobs {
