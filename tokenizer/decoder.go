@@ -114,19 +114,18 @@ func parseDecoder(raw json.RawMessage) (decoderSpec, error) {
 type replaceStage struct {
 	pat, content string
 	pending      string
-	started      bool
 }
 
 func (r *replaceStage) push(s string, start bool, emit emitFn) {
 	if start {
 		r.flush(emit)
-		r.started = true
 	}
-	if len(r.pat) <= 1 || !utf8.ValidString(r.pat) {
-		emit(strings.ReplaceAll(s, r.pat, r.content), start)
+	switch {
+	case r.pat == "": // an empty pattern matches nothing, as in Rust
+		emit(s, start)
 		return
-	}
-	if utf8.RuneCountInString(r.pat) == 1 {
+	case utf8.RuneCountInString(r.pat) == 1:
+		// A one-character pattern cannot straddle two pushes.
 		emit(strings.ReplaceAll(s, r.pat, r.content), start)
 		return
 	}

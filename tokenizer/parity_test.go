@@ -113,6 +113,7 @@ func cpToBytes(text string, offs [][2]int) [][2]int {
 func TestParity(t *testing.T) {
 	for _, fam := range families {
 		t.Run(fam, func(t *testing.T) {
+			t.Parallel()
 			recs := readRecords(t, fixtures.Path(t, "tokenizers", "expected", fam+".jsonl"))
 			raw := loadFamily(t, fam, true)
 			tf := loadFamily(t, fam, false)

@@ -50,11 +50,13 @@ type renderRequest struct {
 	Now                 time.Time
 }
 
+// renderError is the "error" object of an output line.
 type renderError struct {
 	Type    string `json:"type"`
 	Message string `json:"message"`
 }
 
+// renderResult is one output line: a prompt or an error.
 type renderResult struct {
 	Prompt *string      `json:"prompt,omitempty"`
 	Error  *renderError `json:"error,omitempty"`
@@ -68,6 +70,8 @@ type modelInfo struct {
 	specErr  error
 }
 
+// renderCLI is the state of one troupe render run: compiled templates and
+// model folders, each read once.
 type renderCLI struct {
 	defaultTemplate string
 	defaultModel    string
@@ -77,6 +81,8 @@ type renderCLI struct {
 	models          map[string]*modelInfo
 }
 
+// cmdRender implements "troupe render": JSON request lines on stdin, one
+// {"prompt"} or {"error"} line per request on stdout.
 func cmdRender(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	flags := flag.NewFlagSet("render", flag.ContinueOnError)
 	flags.SetOutput(stderr)
@@ -157,10 +163,12 @@ func (r *renderCLI) renderLine(line []byte) renderResult {
 	return renderResult{Prompt: &prompt}
 }
 
+// errResult is an output line reporting an error of Python type typ.
 func errResult(typ, msg string) renderResult {
 	return renderResult{Error: &renderError{Type: typ, Message: msg}}
 }
 
+// resultFromErr reports err with the type transformers would raise.
 func resultFromErr(err error) renderResult {
 	var te *templates.Error
 	switch {
@@ -233,6 +241,7 @@ func (r *renderCLI) resolve(req *renderRequest) (*templates.Template, *templates
 	return tpl, special, nil
 }
 
+// model reads a model folder's templates and special tokens once.
 func (r *renderCLI) model(dir string) *modelInfo {
 	if mi, ok := r.models[dir]; ok {
 		return mi
@@ -252,6 +261,7 @@ func (r *renderCLI) model(dir string) *modelInfo {
 	return mi
 }
 
+// firstNonEmpty returns the first non-empty string.
 func firstNonEmpty(s ...string) string {
 	for _, x := range s {
 		if x != "" {
