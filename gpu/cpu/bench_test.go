@@ -120,18 +120,30 @@ func BenchmarkAttention(b *testing.B) {
 		pages[i] = int32(p)
 	}
 	p := gpu.AttnParams{Heads: heads, KVHeads: kvh, HeadDim: hd, Scale: 0.125}
-	d, err := New(Options{})
-	if err != nil {
-		b.Fatal(err)
+	// mode 0 is what New picks; the others force a kernel (TR_ATTN_*) for
+	// comparison within one run.
+	var devs [3]*Device
+	for mode := range devs {
+		d, err := New(Options{attnMode: mode})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer d.Close()
+		devs[mode] = d
 	}
-	defer d.Close()
 	for _, c := range []struct {
 		name string
+		mode int
 		seq  gpu.AttnSeq
 	}{
-		{"prefill512", gpu.AttnSeq{N: ctx, Pages: pages}},
-		{"decode512", gpu.AttnSeq{N: 1, Pos: ctx - 1, Pages: pages}},
+		{"prefill512", 0, gpu.AttnSeq{N: ctx, Pages: pages}},
+		{"decode512", 0, gpu.AttnSeq{N: 1, Pos: ctx - 1, Pages: pages}},
+		{"prefill512-head", 1, gpu.AttnSeq{N: ctx, Pages: pages}},
+		{"decode512-flash", 2, gpu.AttnSeq{N: 1, Pos: ctx - 1, Pages: pages}},
+		{"chunk64at448", 0, gpu.AttnSeq{N: 64, Pos: ctx - 64, Pages: pages}},
+		{"chunk64at448-head", 1, gpu.AttnSeq{N: 64, Pos: ctx - 64, Pages: pages}},
 	} {
+		d := devs[c.mode]
 		q := randSlice(r, c.seq.N*heads*hd, 1)
 		out := make([]float32, len(q))
 		b.Run(c.name, func(b *testing.B) {

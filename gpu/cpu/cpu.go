@@ -33,6 +33,8 @@ type Options struct {
 
 	// mmMode forces a bf16 matmul strategy (TR_MM_*); tests and benchmarks only.
 	mmMode int
+	// attnMode forces an attention kernel (TR_ATTN_*); tests and benchmarks only.
+	attnMode int
 }
 
 // Kernel set names accepted by Options.Kernels, best first.
@@ -103,6 +105,7 @@ func New(opts Options) (*Device, error) {
 	if ctx == nil {
 		return nil, fmt.Errorf("gpu/cpu: cannot start kernel set %q", name)
 	}
+	C.tr_set_attn_mode(ctx, C.int(opts.attnMode))
 	return &Device{ctx: ctx, kernels: name, threads: threads, fast: opts.FastBF16 && name == "avx512bf16",
 		name: fmt.Sprintf("cpu/%s x%d threads", name, threads)}, nil
 }

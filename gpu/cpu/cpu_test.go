@@ -56,31 +56,108 @@ func makeWeight(r *rand.Rand, dt gpu.DType, rows, cols int) *gpu.Weight {
 	return w
 }
 
-// checkMatMul compares got with the reference want element by element. The
-// error of a dot product computed in floating point is bounded by a multiple
-// of sum_k |x_k||w_k| (not of |result|, which may cancel to ~0), so each
-// element is allowed tol * sum_k |x_k||w_k|: tol = 1e-5 is the brief's
-// relative accuracy, measured against the natural scale of the sum.
-func checkMatMul(t *testing.T, got, want, x []float32, m int, w *gpu.Weight, tol float64) {
-	t.Helper()
-	n, k := w.Rows, w.Cols
-	wf := w.Float32s()
-	worst := 0.0
+// matmulCase is one reference problem: inputs, the reference result and, per
+// output element, sum_k |x_k||w_k|.
+type matmulCase struct {
+	m    int
+	w    *gpu.Weight
+	x    []float32
+	want []float64
+	mag  []float64
+}
+
+func newMatMulCase(r *rand.Rand, dt gpu.DType, m, n, k int) *matmulCase {
+	c := &matmulCase{m: m, w: makeWeight(r, dt, n, k), x: randSlice(r, m*k, 1)}
+	wf := c.w.Float32s()
+	c.want = make([]float64, m*n)
+	c.mag = make([]float64, m*n)
 	for i := 0; i < m; i++ {
+		xi := c.x[i*k : (i+1)*k]
 		for j := 0; j < n; j++ {
-			var mag float64
-			for c := 0; c < k; c++ {
-				mag += math.Abs(float64(x[i*k+c]) * float64(wf[j*k+c]))
+			wj := wf[j*k : (j+1)*k]
+			var s, a float64
+			for t, v := range xi {
+				p := float64(v) * float64(wj[t])
+				s += p
+				a += math.Abs(p)
 			}
-			e := math.Abs(float64(got[i*n+j])-float64(want[i*n+j])) / (mag + 1e-30)
-			if e > worst {
-				worst = e
-			}
-			if e > tol || math.IsNaN(float64(got[i*n+j])) {
-				t.Fatalf("dst[%d][%d] = %g, want %g (error %.3g of sum|x||w| > %g)", i, j, got[i*n+j], want[i*n+j], e, tol)
+			c.want[i*n+j], c.mag[i*n+j] = s, a
+		}
+	}
+	return c
+}
+
+// check runs d.MatMul and compares with the reference element by element.
+// The error of a dot product computed in floating point is bounded by a
+// multiple of sum_k |x_k||w_k| (not of |result|, which may cancel to ~0), so
+// each element is allowed tol * sum_k |x_k||w_k|: with tol = 1e-5 this is the
+// brief's relative accuracy, measured against the natural scale of the sum.
+func (c *matmulCase) check(t *testing.T, d *Device, tol float64) {
+	t.Helper()
+	n := c.w.Rows
+	got := make([]float32, c.m*n+1)
+	got[c.m*n] = 12345 // guard
+	d.MatMul(got, c.x, c.m, c.w)
+	if got[c.m*n] != 12345 {
+		t.Fatal("MatMul wrote past m*n")
+	}
+	for i := range c.want {
+		e := math.Abs(float64(got[i])-c.want[i]) / (c.mag[i] + 1e-30)
+		if e > tol || math.IsNaN(float64(got[i])) {
+			t.Fatalf("dst[%d][%d] = %g, want %g (error %.3g of sum|x||w| > %g)", i/n, i%n, got[i], c.want[i], e, tol)
+		}
+	}
+}
+
+// TestMatMulRef checks the float64 reference of the matmul tests against
+// gpu/ref itself.
+func TestMatMulRef(t *testing.T) {
+	r := rand.New(rand.NewSource(9))
+	for _, dt := range []gpu.DType{gpu.F32, gpu.BF16, gpu.F16} {
+		c := newMatMulCase(r, dt, 3, 5, 17)
+		got := make([]float32, 15)
+		ref.Device{}.MatMul(got, c.x, c.m, c.w)
+		for i, w := range c.want {
+			if got[i] != float32(w) {
+				t.Fatalf("%v: [%d] = %g, ref %g", dt, i, w, got[i])
 			}
 		}
 	}
+}
+
+type mmConfig struct {
+	name string
+	dev  *Device
+	tol  float64 // for bf16 weights
+}
+
+func mmConfigs(t *testing.T) []mmConfig {
+	var cs []mmConfig
+	add := func(name string, o Options, tol float64) {
+		d, err := New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(d.Close)
+		cs = append(cs, mmConfig{name, d, tol})
+	}
+	for i, k := range Supported() {
+		ths := []int{2}
+		if i == 0 {
+			ths = []int{1, 2, 3}
+		}
+		for _, th := range ths {
+			add(fmt.Sprintf("%s/t%d", k, th), Options{Kernels: k, Threads: th}, 1e-5)
+		}
+		if k == "avx512bf16" {
+			add(k+"/widen", Options{Kernels: k, Threads: 2, mmMode: 1}, 1e-5)
+			add(k+"/conv", Options{Kernels: k, Threads: 2, mmMode: 2}, 1e-5)
+			add(k+"/split", Options{Kernels: k, Threads: 2, mmMode: 3}, 1e-5)
+			// FastBF16 rounds x to bf16 (relative error 2^-9 per element).
+			add(k+"/fast", Options{Kernels: k, Threads: 2, FastBF16: true}, 1e-2)
+		}
+	}
+	return cs
 }
 
 func TestMatMul(t *testing.T) {
@@ -88,77 +165,22 @@ func TestMatMul(t *testing.T) {
 	shapes := []shape{
 		{1, 1, 1}, {1, 3, 17}, {2, 5, 1}, {5, 3, 577}, {33, 17, 17}, {1, 64, 64}, {2, 7, 33},
 		{5, 64, 577}, {33, 70, 100}, {1, 200, 577}, {8, 192, 576}, {33, 130, 577}, {4, 9, 1536},
+		{9, 1536, 576}, // threaded, several cache blocks
 	}
 	r := rand.New(rand.NewSource(1))
-	var rd ref.Device
-	modes := []struct {
-		name string
-		mode int
-		tol  float64
-		fast bool
-	}{
-		{"auto", 0, 1e-5, false},
-		{"widen", 1, 1e-5, false},
-		{"conv", 2, 1e-5, false},
-		{"split", 3, 1e-5, false},
-		{"fast", 0, 1e-2, true},
-	}
-	for _, kset := range Supported() {
-		for _, th := range []int{1, 2, 3} {
-			for _, md := range modes {
-				if (md.mode != 0 || md.fast) && (kset != "avx512bf16" || th != 2) {
-					continue
+	cfgs := mmConfigs(t)
+	for _, dt := range []gpu.DType{gpu.F32, gpu.BF16, gpu.F16} {
+		for _, s := range shapes {
+			c := newMatMulCase(r, dt, s.m, s.n, s.k)
+			for _, cfg := range cfgs {
+				tol := 1e-5
+				if dt == gpu.BF16 {
+					tol = cfg.tol
 				}
-				d, err := New(Options{Kernels: kset, Threads: th, FastBF16: md.fast, mmMode: md.mode})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer d.Close()
-				for _, dt := range []gpu.DType{gpu.F32, gpu.BF16, gpu.F16} {
-					for _, s := range shapes {
-						name := fmt.Sprintf("%s/t%d/%s/%v/m%d_n%d_k%d", kset, th, md.name, dt, s.m, s.n, s.k)
-						t.Run(name, func(t *testing.T) {
-							w := makeWeight(r, dt, s.n, s.k)
-							x := randSlice(r, s.m*s.k, 1)
-							want := make([]float32, s.m*s.n)
-							rd.MatMul(want, x, s.m, w)
-							got := make([]float32, s.m*s.n+1)
-							got[s.m*s.n] = 12345 // guard
-							d.MatMul(got, x, s.m, w)
-							if got[s.m*s.n] != 12345 {
-								t.Fatal("MatMul wrote past m*n")
-							}
-							tol := md.tol
-							if dt != gpu.BF16 {
-								tol = 1e-5 // FastBF16 affects bf16 weights only
-							}
-							checkMatMul(t, got[:s.m*s.n], want, x, s.m, w, tol)
-						})
-					}
-				}
+				t.Run(fmt.Sprintf("%s/%v/m%d_n%d_k%d", cfg.name, dt, s.m, s.n, s.k), func(t *testing.T) {
+					c.check(t, cfg.dev, tol)
+				})
 			}
-		}
-	}
-}
-
-// TestMatMulLarge covers the threaded, cache-blocked path with shapes of the
-// 135M model.
-func TestMatMulLarge(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short")
-	}
-	r := rand.New(rand.NewSource(2))
-	var rd ref.Device
-	for _, d := range devices(t, 2) {
-		for _, dt := range []gpu.DType{gpu.F32, gpu.BF16} {
-			m, n, k := 24, 1536, 576
-			w := makeWeight(r, dt, n, k)
-			x := randSlice(r, m*k, 1)
-			want := make([]float32, m*n)
-			rd.MatMul(want, x, m, w)
-			got := make([]float32, m*n)
-			d.MatMul(got, x, m, w)
-			t.Run(d.Kernels()+"/"+dt.String(), func(t *testing.T) { checkMatMul(t, got, want, x, m, w, 1e-5) })
 		}
 	}
 }

@@ -26,10 +26,10 @@ typedef uint16_t vhu __attribute__((vector_size(VW * 2), aligned(2)));
 INL vf LD(const float *p) { return *(const vfu *)p; }
 INL void ST(float *p, vf v) { *(vfu *)p = v; }
 INL vf SPLAT(float s) {
-	vf v;
-	for (int i = 0; i < VW; i++)
-		v[i] = s; /* not (vf){0} + s, which turns -0 into +0 */
-	return v;
+	/* s - (+0) is s for every s (-0 included; (vf){0} + s would turn -0 into
+	 * +0), and GCC folds it to a single broadcast, where a lane-by-lane loop
+	 * became one masked broadcast per lane. */
+	return s - (vf){0};
 }
 INL vf SEL(vi m, vf a, vf b) { return (vf)((m & (vi)a) | (~m & (vi)b)); }
 INL vf VMAX(vf a, vf b) { return SEL(a > b, a, b); }
@@ -316,6 +316,370 @@ FUN void FN(attn)(const tr_attn_args *a, const tr_seq *s, long r0, long r1, int 
 		float *o = a->out + (s->row + r) * qdim + (long)h * hd;
 		for (long d = 0; d < hd; d++)
 			o[d] = acc[d] * inv;
+	}
+}
+
+/* ---- tiled attention (flash-attention style) ----
+ *
+ * One call handles the query rows [r0, r1) of a sequence for the heads
+ * [g0, g1) of the group of KV head kvh: M = (r1-r0)*(g1-g0) query rows, ordered
+ * position-major (row i is position r0 + i/gs, head g0 + i%gs), so that the
+ * visible key range [lo_i, hi_i] of a row never decreases with i.
+ *
+ * Q is packed transposed and pre-scaled (Qt[d][i] = scale*q_i[d], Mp = M
+ * rounded up to whole vectors), so that scores are computed with vectors over
+ * queries: S[j][i..i+VW) = sum_d K[j][d] * Qt[d][i..i+VW), K[j][d] broadcast
+ * straight from the KV cache (no transposition of K). A register tile is
+ * A_RK keys x A_CQ query vectors. Keys are walked once in blocks of A_KB with an
+ * online softmax per query lane (running max m and sum l, vectors over
+ * queries, so the block max needs no horizontal reduction); P·V accumulates
+ * into O[i][hd] with V rows loaded once per A_PR rows x A_PC vectors tile.
+ * Tiles that no query of the tile can see (causal or window) are skipped. */
+
+#if VW == 16
+#define A_RK 8
+#define A_CQ 3
+#define A_PR 4
+#define A_PC 4
+#elif VW == 8
+#define A_RK 4
+#define A_CQ 2
+#define A_PR 4
+#define A_PC 2
+#else
+#define A_RK 4
+#define A_CQ 2
+#define A_PR 4
+#define A_PC 2
+#endif
+#define A_KB TR_FLASH_KB
+/* Copy the block's V rows into a contiguous buffer: needed when hd is not
+ * a whole number of vectors (zero padding), and worth it when the KV row
+ * stride is a multiple of 1 KB, where the rows of a block fall into a few L1
+ * sets and evict each other between row tiles (8 KV heads of 128: 1.2x
+ * faster with the copy; 3 of 64: 3% slower). */
+#ifndef FL_COPYV
+#define FL_COPYV (hd != hdp || (dim & 255) == 0)
+#endif
+#ifndef FL_KB
+#define FL_KB(hd) ((hd) <= 64 ? 64 : (hd) <= 128 ? 32 : 16)
+#endif
+
+/* In-place transpose of a VW x VW block held as VW vectors: log2(VW) rounds
+ * of interleaving vector i with vector i + VW/2. */
+INL void TRANSPOSE(vf *v) {
+#if VW == 16
+	const vi lo = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
+	const vi hi = lo + 8;
+#elif VW == 8
+	const vi lo = {0, 8, 1, 9, 2, 10, 3, 11};
+	const vi hi = lo + 4;
+#else
+	const vi lo = {0, 4, 1, 5};
+	const vi hi = lo + 2;
+#endif
+	for (int round = 1; round < VW; round *= 2) {
+		vf w[VW];
+		for (int i = 0; i < VW / 2; i++) {
+			w[2 * i] = __builtin_shuffle(v[i], v[i + VW / 2], lo);
+			w[2 * i + 1] = __builtin_shuffle(v[i], v[i + VW / 2], hi);
+		}
+		for (int i = 0; i < VW; i++)
+			v[i] = w[i];
+	}
+}
+
+/* ST[k][c*VW..] = sum_d kp[k][d] * Qt[d][c*VW..] for k < A_RK, c < CQ. */
+INL void FN(fl_stile)(const int CQ, const float *const *kp, const float *qt, long Mp, long hd, float *st) {
+	vf acc[A_RK][A_CQ];
+	const float *p[A_RK];
+	for (int k = 0; k < A_RK; k++) {
+		p[k] = kp[k];
+		for (int c = 0; c < CQ; c++)
+			acc[k][c] = SPLAT(0);
+	}
+	for (long d = 0; d < hd; d++) {
+		vf q[A_CQ];
+		for (int c = 0; c < CQ; c++)
+			q[c] = LD(qt + d * Mp + c * VW);
+		for (int k = 0; k < A_RK; k++) {
+			vf kk = SPLAT(p[k][d]);
+			for (int c = 0; c < CQ; c++)
+				acc[k][c] += kk * q[c];
+		}
+	}
+	for (int k = 0; k < A_RK; k++)
+		for (int c = 0; c < CQ; c++)
+			ST(st + k * Mp + c * VW, acc[k][c]);
+}
+
+FUN void FN(fl_stiles)(int cq, const float *const *kp, const float *qt, long Mp, long hd, float *st) {
+	switch (cq) {
+	case 1: FN(fl_stile)(1, kp, qt, Mp, hd, st); break;
+	case 2: FN(fl_stile)(2, kp, qt, Mp, hd, st); break;
+#if A_CQ >= 3
+	case 3: FN(fl_stile)(3, kp, qt, Mp, hd, st); break;
+#endif
+	}
+}
+
+/* O[r][off + c*VW..] = alpha[r] * O[...] + sum_{ja <= j < jb} P[j][r] * V[j][off + c*VW..]
+ * for r < R, c < C. */
+INL void FN(fl_pvtile)(const int R, const int C, const float *const *vp, long off, long ja, long jb, const float *pt,
+		       long Mp, const float *alpha, float *o, long hdp) {
+	vf acc[A_PR][A_PC];
+	for (int r = 0; r < R; r++) {
+		vf al = SPLAT(alpha[r]);
+		for (int c = 0; c < C; c++)
+			acc[r][c] = LD(o + r * hdp + c * VW) * al;
+	}
+	for (long j = ja; j < jb; j++) {
+		const float *v = vp[j] + off;
+		const float *pj = pt + j * Mp;
+		vf vv[A_PC];
+		for (int c = 0; c < C; c++)
+			vv[c] = LD(v + c * VW);
+		for (int r = 0; r < R; r++) {
+			vf pp = SPLAT(pj[r]);
+			for (int c = 0; c < C; c++)
+				acc[r][c] += pp * vv[c];
+		}
+	}
+	for (int r = 0; r < R; r++)
+		for (int c = 0; c < C; c++)
+			ST(o + r * hdp + c * VW, acc[r][c]);
+}
+
+#define FL_PV(R, C) FN(fl_pvtile)(R, C, vp, off, ja, jb, pt, Mp, alpha, o, hdp)
+#if A_PC >= 4
+#define FL_PVR(R)                                                                                                      \
+	switch (c) {                                                                                                   \
+	case 1: FL_PV(R, 1); break;                                                                                    \
+	case 2: FL_PV(R, 2); break;                                                                                    \
+	case 3: FL_PV(R, 3); break;                                                                                    \
+	case 4: FL_PV(R, 4); break;                                                                                    \
+	}
+#else
+#define FL_PVR(R)                                                                                                      \
+	switch (c) {                                                                                                   \
+	case 1: FL_PV(R, 1); break;                                                                                    \
+	case 2: FL_PV(R, 2); break;                                                                                    \
+	}
+#endif
+FUN void FN(fl_pvtiles)(int r, int c, const float *const *vp, long off, long ja, long jb, const float *pt, long Mp,
+			const float *alpha, float *o, long hdp) {
+	switch (r) {
+	case 1: FL_PVR(1) break;
+	case 2: FL_PVR(2) break;
+	case 3: FL_PVR(3) break;
+	case 4: FL_PVR(4) break;
+#if A_PR >= 8
+	case 5: FL_PVR(5) break;
+	case 6: FL_PVR(6) break;
+	case 7: FL_PVR(7) break;
+	case 8: FL_PVR(8) break;
+#endif
+	}
+}
+#undef FL_PVR
+#undef FL_PV
+
+FUN void FN(attn_flash)(const tr_attn_args *a, const tr_seq *s, long r0, long r1, int kvh, int g0, int g1,
+			void *scr) {
+	const long hd = a->hd, qdim = (long)a->heads * hd, G = a->heads / a->kvheads;
+	const long gs = g1 - g0, M = (r1 - r0) * gs;
+	const long Mp = (M + VW - 1) / VW * VW, NQ = Mp / VW;
+	const long hdp = (hd + VW - 1) / VW * VW;
+	const long kvoff = (long)kvh * hd, ps = a->ps, dim = a->dim;
+	const int32_t *pages = a->pages + s->page_off;
+	const float scale = a->scale, cap = a->softcap;
+
+	/* scratch: see TR_FLASH_SCRATCH */
+	float *Qt = (float *)scr;
+	float *S = Qt + TR_AL16(hd * Mp);
+	float *O = S + TR_AL16(A_KB * Mp);
+	float *mv = O + TR_AL16(Mp * hdp);
+	float *lv = mv + TR_AL16(Mp);
+	float *al = lv + TR_AL16(Mp);
+	int32_t *lo = (int32_t *)(al + TR_AL16(Mp));
+	int32_t *hi = lo + TR_AL16(Mp);
+	float *vpad = (float *)(hi + TR_AL16(Mp));
+	float *zero = vpad + TR_AL16(A_KB * hdp);
+
+	/* Qt, one query vector at a time: VW rows read along d, written as
+	 * contiguous vectors (padding rows read the zero row). */
+	memset(zero, 0, (size_t)hdp * 4);
+	for (long i0 = 0; i0 < Mp; i0 += VW) {
+		const float *qr[VW];
+		for (long t = 0; t < VW; t++) {
+			long i = i0 + t;
+			if (i < M) {
+				long r = r0 + i / gs, h = (long)kvh * G + g0 + i % gs;
+				qr[t] = a->q + (s->row + r) * qdim + h * hd;
+				long pos = s->pos + r;
+				hi[i] = (int32_t)pos;
+				lo[i] = (int32_t)(a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0);
+			} else {
+				qr[t] = zero;
+				hi[i] = -1;
+				lo[i] = INT32_MAX;
+			}
+			mv[i] = -1e30f;
+			lv[i] = 0;
+		}
+		long d = 0;
+		for (; d + VW <= hd; d += VW) {
+			vf v[VW];
+			for (int t = 0; t < VW; t++)
+				v[t] = LD(qr[t] + d);
+			TRANSPOSE(v);
+			for (int t = 0; t < VW; t++)
+				ST(Qt + (d + t) * Mp + i0, v[t] * scale);
+		}
+		for (; d < hd; d++) {
+			float *dst = Qt + d * Mp + i0;
+			for (int t = 0; t < VW; t++)
+				dst[t] = qr[t][d] * scale;
+		}
+	}
+	memset(O, 0, (size_t)(Mp * hdp) * 4);
+
+	const long klo = lo[0], khi = (long)hi[M - 1] + 1;
+	/* Keys per block: the block's K and V rows (2 KB x hd floats) stay
+	 * within about 32 KB, so that they and Qt, O and S share L1/L2 well
+	 * (hd 128: 64 keys measured 1.5x slower than 32). */
+	const long KB = FL_KB(hd);
+	const float *kp[A_KB], *vp[A_KB];
+	for (long kb0 = klo; kb0 < khi; kb0 += KB) {
+		const long kn = khi - kb0 < KB ? khi - kb0 : KB;
+		/* key and value rows of the block */
+		for (long j = 0; j < kn;) {
+			long pos = kb0 + j, pg = pos / ps, sl = pos % ps;
+			long off = ((long)pages[pg] * ps + sl) * dim + kvoff;
+			const float *kr = a->K + off, *vr = a->V + off;
+			for (; j < kn && sl < ps; j++, sl++, kr += dim, vr += dim) {
+				kp[j] = kr;
+				vp[j] = vr;
+			}
+		}
+		for (long j = kn; j < (kn + A_RK - 1) / A_RK * A_RK; j++)
+			kp[j] = zero;
+		if (FL_COPYV) {
+			for (long j = 0; j < kn; j++) {
+				float *dst = vpad + j * hdp;
+				memcpy(dst, vp[j], (size_t)hd * 4);
+				memset(dst + hd, 0, (size_t)(hdp - hd) * 4);
+				vp[j] = dst;
+			}
+		}
+
+		/* scores: query vectors qv see the key tile [j0, j0+A_RK) when
+		 * lo(first row of qv) <= key and hi(last real row of qv) >= key
+		 * for some key of the tile; both bounds are monotone in qv. */
+		long qa = 0;
+		for (long j0 = 0; j0 < kn; j0 += A_RK) {
+			long t0 = kb0 + j0, t1 = kb0 + (j0 + A_RK < kn ? j0 + A_RK : kn) - 1;
+			while (qa < NQ && hi[(qa * VW + VW < M ? qa * VW + VW : M) - 1] < t0)
+				qa++;
+			long qb = qa;
+			while (qb < NQ && lo[qb * VW] <= t1)
+				qb++;
+			for (long qv = qa; qv < qb; qv += A_CQ) {
+				int cq = qb - qv < A_CQ ? (int)(qb - qv) : A_CQ;
+				FN(fl_stiles)(cq, kp + j0, Qt + qv * VW, Mp, hd, S + j0 * Mp + qv * VW);
+			}
+		}
+
+		/* online softmax per query vector, over the keys it can see */
+		for (long qv = 0; qv < NQ; qv++) {
+			long i0 = qv * VW, il = (i0 + VW < M ? i0 + VW : M) - 1;
+			long va = lo[i0] - kb0, vb = (long)hi[il] - kb0 + 1;
+			if (va < 0)
+				va = 0;
+			if (vb > kn)
+				vb = kn;
+			if (va >= vb)
+				continue;
+			/* every real row of qv sees every key of [va, vb): no mask */
+			const int full = lo[il] <= kb0 + va && hi[i0] >= kb0 + vb - 1;
+			vf m = LD(mv + i0), bm = SPLAT(-INFINITY);
+			if (full && !(cap > 0)) {
+				/* four chains: the max's latency, not its throughput, bounds this */
+				vf b1 = bm, b2 = bm, b3 = bm;
+				long j = va;
+				for (; j + 4 <= vb; j += 4) {
+					bm = VMAX(bm, LD(S + j * Mp + i0));
+					b1 = VMAX(b1, LD(S + (j + 1) * Mp + i0));
+					b2 = VMAX(b2, LD(S + (j + 2) * Mp + i0));
+					b3 = VMAX(b3, LD(S + (j + 3) * Mp + i0));
+				}
+				for (; j < vb; j++)
+					bm = VMAX(bm, LD(S + j * Mp + i0));
+				bm = VMAX(VMAX(bm, b1), VMAX(b2, b3));
+			} else {
+				vi lov = *(const vi *)(lo + i0), hiv = *(const vi *)(hi + i0);
+				for (long j = va; j < vb; j++) {
+					float *sp = S + j * Mp + i0;
+					vf x = LD(sp);
+					if (cap > 0)
+						x = cap * VTANH(x / cap);
+					vi jv = (vi){0} + (int32_t)(kb0 + j);
+					x = SEL((jv >= lov) & (jv <= hiv), x, SPLAT(-INFINITY));
+					ST(sp, x);
+					bm = VMAX(bm, x);
+				}
+			}
+			vf mn = VMAX(m, bm);
+			vf sum = SPLAT(0);
+			if (full) {
+				for (long j = va; j < vb; j++) {
+					float *sp = S + j * Mp + i0;
+					vf p = VEXP(LD(sp) - mn);
+					ST(sp, p);
+					sum += p;
+				}
+			} else {
+				for (long j = va; j < vb; j++) {
+					float *sp = S + j * Mp + i0;
+					vf x = LD(sp);
+					vf p = SEL(x > SPLAT(-INFINITY), VEXP(x - mn), SPLAT(0));
+					ST(sp, p);
+					sum += p;
+				}
+			}
+			vf alpha = VEXP(m - mn);
+			ST(lv + i0, LD(lv + i0) * alpha + sum);
+			ST(mv + i0, mn);
+			ST(al + i0, alpha);
+		}
+
+		/* O = alpha O + P V, in tiles of rows that lie within one query vector */
+		for (long qv = 0; qv < NQ; qv++) {
+			long iend = qv * VW + VW < M ? qv * VW + VW : M;
+			for (long i0 = qv * VW; i0 < iend; i0 += A_PR) {
+				int rr = iend - i0 < A_PR ? (int)(iend - i0) : A_PR;
+				long ja = lo[i0] - kb0, jb = (long)hi[i0 + rr - 1] - kb0 + 1;
+				if (ja < 0)
+					ja = 0;
+				if (jb > kn)
+					jb = kn;
+				if (ja >= jb)
+					continue;
+				for (long off = 0; off < hdp; off += A_PC * VW) {
+					int cc = (hdp - off) / VW < A_PC ? (int)((hdp - off) / VW) : A_PC;
+					FN(fl_pvtiles)(rr, cc, vp, off, ja, jb, S + i0, Mp, al + i0, O + i0 * hdp + off, hdp);
+				}
+			}
+		}
+	}
+
+	for (long i = 0; i < M; i++) {
+		long r = r0 + i / gs, h = (long)kvh * G + g0 + i % gs;
+		float *o = a->out + (s->row + r) * qdim + h * hd;
+		float inv = 1.0f / lv[i];
+		const float *oi = O + i * hdp;
+		for (long d = 0; d < hd; d++)
+			o[d] = oi[d] * inv;
 	}
 }
 

@@ -19,5 +19,6 @@ const tr_kernels tr_kernels_avx2 = {
 	.rmsnorm = rmsnorm_avx2,
 	.rope = rope_avx2,
 	.attn = attn_avx2,
+	.attn_flash = attn_flash_avx2,
 };
 #endif

@@ -25,5 +25,6 @@ const tr_kernels tr_kernels_avx512 = {
 	.rmsnorm = rmsnorm_avx512,
 	.rope = rope_avx512,
 	.attn = attn_avx512,
+	.attn_flash = attn_flash_avx512,
 };
 #endif

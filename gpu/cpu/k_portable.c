@@ -16,4 +16,5 @@ const tr_kernels tr_kernels_portable = {
 	.rmsnorm = rmsnorm_portable,
 	.rope = rope_portable,
 	.attn = attn_portable,
+	.attn_flash = attn_flash_portable,
 };

@@ -44,4 +44,12 @@ void tr_attention(tr_ctx *c, float *out, const float *q, const float *K, const f
 		  long page_size, long dim, const tr_seq *seqs, long nseq, const int32_t *pages,
 		  int heads, int kvheads, int hd, float scale, int window, float softcap);
 
+/* Attention kernel choice; tests and benchmarks only. */
+enum {
+	TR_ATTN_AUTO = 0,  /* tiled for prefill, per head for decode */
+	TR_ATTN_HEAD = 1,  /* per (head, 16 queries) two-pass softmax */
+	TR_ATTN_FLASH = 2  /* tiled, online softmax */
+};
+void tr_set_attn_mode(tr_ctx *c, int mode);
+
 #endif

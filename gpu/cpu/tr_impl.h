@@ -31,6 +31,19 @@ typedef struct {
 /* Query rows per attention work item. */
 #define TR_ATTN_QB 16
 
+/* Tiled attention (attn_flash): keys per block, and the number of query rows
+ * (query positions x heads of a KV group) a work item aims at. */
+#define TR_FLASH_KB 64
+#define TR_FLASH_M 48
+/* n floats rounded up to 64 bytes. */
+#define TR_AL16(n) (((size_t)(n) + 15) & ~(size_t)15)
+/* Bytes of per-thread scratch attn_flash needs for m query rows of head dim hd
+ * (sized for the widest vectors, 16 lanes). */
+#define TR_FLASH_SCRATCH(m, hd)                                                                                        \
+	(4 * (TR_AL16(hd) * TR_AL16(m) + (size_t)TR_FLASH_KB * TR_AL16(m) + TR_AL16(m) * TR_AL16(hd) +               \
+	      5 * TR_AL16(m) + (size_t)TR_FLASH_KB * TR_AL16(hd) + TR_AL16(hd) + 16 * 16) +                           \
+	 256)
+
 typedef struct {
 	/* Output rows [n0, n1) of a matmul, all m input rows. scratch holds
 	 * scratch_bytes of per-thread memory (see mm_scratch). */
@@ -50,6 +63,10 @@ typedef struct {
 	void (*rope)(float *x, long rows, long heads, long hd, const float *c, const float *s, long half);
 	/* Query rows [r0, r1) (relative to the sequence) of head h of sequence s. */
 	void (*attn)(const tr_attn_args *a, const tr_seq *s, long r0, long r1, int h, void *scratch);
+	/* Query rows [r0, r1) of the heads [g0, g1) of the group of KV head kvh
+	 * (g relative to the group), tiled with an online softmax. */
+	void (*attn_flash)(const tr_attn_args *a, const tr_seq *s, long r0, long r1, int kvh, int g0, int g1,
+			   void *scratch);
 } tr_kernels;
 
 extern const tr_kernels tr_kernels_portable;

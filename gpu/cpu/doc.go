@@ -1,0 +1,88 @@
+// Package cpu is the fast CPU backend of gpu.Device: C kernels called through
+// cgo, chosen at run time by CPU feature.
+//
+// # Kernel sets
+//
+// New picks the best kernel set the CPU supports, or the one named in
+// Options.Kernels (for tests and benchmarks):
+//
+//   - "avx512bf16": AVX-512 F/BW/VL with AVX512_BF16 (vdpbf16ps). Hand-written
+//     intrinsics for the matmul (mm_avx512.c), the vector template
+//     (generic_impl.h) at 16 lanes for the rest.
+//   - "avx2": AVX2 + FMA + F16C, the template at 8 lanes.
+//   - "portable": plain C (the template at 4 lanes, which GCC lowers to SSE2 or
+//     NEON); the only set built on non-x86 machines.
+//
+// No file is compiled with -mavx* or -march: the x86 code carries per-function
+// target attributes and is only reached after __builtin_cpu_supports says the
+// CPU has the features, so one binary runs on any x86-64.
+//
+// # Matmul
+//
+// MatMul computes dst = x·Wᵀ with W in nn.Linear layout (N rows of K). Each
+// register tile computes up to 4 x-rows against 4 W-rows as K-vectorised dot
+// products (16 f32 lanes, or 32 bf16 lanes for vdpbf16ps), with masked loads
+// for the K tail and one transposing horizontal reduction per tile. W is walked
+// in blocks of about 256 KB that stay in L2 while every x tile passes over
+// them; the first pass over a block (the one that streams W from memory)
+// prefetches 8 KB ahead. Output rows are split into chunks that the threads
+// take from a shared counter, so a descheduled thread does not hold up the
+// call.
+//
+// # Precision
+//
+// Activations are float32 and accumulation is in float32 (16 partial sums per
+// dot product, error about K/16 ulp of sum |x||w|). F32 weights are used as
+// they are; BF16 and F16 weights are widened to float32 exactly, so by default
+// a 16-bit matmul is as accurate as an f32 matmul on the widened weights
+// (tests hold every element within 1e-5 of sum_k |x_k||w_k| of the float64
+// reference):
+//
+//   - m < 16 (decode, memory-bound): weights are widened in registers.
+//   - m >= 16 (prefill, compute-bound): each thread converts an L2-sized block
+//     of weights to float32 once and runs the f32 kernel on it.
+//
+// An alternative exact-enough mode splits each activation into hi = bf16(x)
+// and lo = bf16(x - hi) and issues two vdpbf16ps per weight load (16 mantissa
+// bits of x, error about 2^-17 of sum |x||w|); it measured no faster than the
+// converted block on Zen 5 and is kept for benchmarks only.
+//
+// Options.FastBF16 rounds the activations to bf16 once and uses a single
+// vdpbf16ps per 32 products: twice the arithmetic throughput of the exact
+// modes, at about 3 significant digits (errors up to ~2^-9 of sum |x||w|).
+// It only changes BF16-weight matmuls on the avx512bf16 kernels.
+//
+// Element-wise operations use a vectorised exp (Cody-Waite reduction, degree-7
+// polynomial, ~1 ulp) and tanh (odd series below 0.4, else from exp); SiLU and
+// GELU-tanh are written as g/(1+exp(-z)) to avoid cancellation.
+//
+// # Attention
+//
+// Prefill attention is tiled (flash-attention style): a work item is a block
+// of query positions times the heads of one KV group (about 48 query rows),
+// and walks the keys once, 64 at a time (32 or 16 for wider heads), with an
+// online softmax (running max and sum per query row, in float32). Q is packed
+// transposed and pre-scaled so that scores are vectors over query rows: each
+// K element is broadcast from the KV cache straight into the FMAs of 8 keys x
+// 48 rows, with no transposition of K and no horizontal sums; P·V then reuses
+// each V row for 4 rows x 64 dimensions. Key tiles that no row of a query
+// vector can see (causal, sliding window) are skipped, and blocks that every
+// row sees fully skip the masking. On Zen 5 this runs about 6x faster than
+// the per-head kernel (512-token prefill, 9/3 heads of 64). Calls with fewer
+// than 3 query rows per KV head (decode with a group of 1 or 2 heads) use the
+// per-head kernel: an exact two-pass softmax per query row and head. Both
+// agree with the float64 reference within about 1e-6 of the largest output.
+//
+// # Threading
+//
+// A Device owns a pool of Threads-1 C threads; the calling thread is thread 0.
+// Idle workers spin briefly on pause, then yield between checks (so that an
+// oversubscribed machine does not starve the caller), then sleep on a
+// condition variable after 200 µs without work. Dispatch costs well under a
+// microsecond while they spin. Small operations (under 16K elements, or 64K
+// multiply-adds for a matmul) run on the calling thread alone. Attention is
+// split into (sequence, query block, KV head) items, or (sequence, head,
+// 16-query block) for the per-head kernel, taken dynamically, largest first
+// (sequences with the longest context first, then their last query blocks).
+// Calls on one Device are serialised by a mutex; Close stops the threads.
+package cpu
