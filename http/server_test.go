@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	nethttp "net/http"
 	"path/filepath"
 	"strings"
@@ -491,5 +492,46 @@ func TestCapabilityGate(t *testing.T) {
 				t.Fatalf("renders: rendered %v skipped_dense %v fail_open %v; want %v %v 3", r, sk, fo, wantRendered, wantSkipped)
 			}
 		})
+	}
+}
+
+// TestLoadFailure: a model that cannot load leaves readiness false with the
+// error on /ready, while /health still answers.
+func TestLoadFailure(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "broken")
+	cfg, _ := checkpoint.Tiny("llama")
+	cfg["vocab_size"] = checkpoint.ByteVocab
+	if err := checkpoint.Write(dir, cfg, checkpoint.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.WriteByteTokenizer(dir); err != nil {
+		t.Fatal(err)
+	}
+	// Claim a larger hidden size than the weights have.
+	cfg["hidden_size"] = 128
+	data, _ := json.Marshal(cfg)
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, troupe.Options{Model: dir}, troupehttp.Config{})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body := s.get(t, "/ready")
+		if code != 503 {
+			t.Fatalf("/ready %d %s", code, body)
+		}
+		if strings.Contains(body, `"phase":"failed"`) {
+			if !strings.Contains(body, "model.embed_tokens.weight") || !strings.Contains(body, "shape") {
+				t.Fatalf("the error does not say what failed: %s", body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no failure reported: %s", body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, _ := s.get(t, "/health"); code != 200 {
+		t.Fatalf("/health %d after a failed load", code)
 	}
 }
