@@ -46,7 +46,7 @@ func (l *dirLoader) LoadAssets(ctx context.Context) (*chat.Assets, error) {
 	}
 	a.SpecialTokens = templates.NewDict(8)
 	for _, key := range []string{"bos_token", "eos_token", "unk_token", "pad_token"} {
-		if name := tokenName(cfg[key]); name != "" {
+		if name := tokenizer.TokenName(cfg[key]); name != "" {
 			a.SpecialTokens.Set(key, name)
 		}
 	}
@@ -113,17 +113,6 @@ func loadTemplates(dir string, cfg map[string]any, override string) (def, tools 
 	}
 	def, err = compile("chat_template.jinja", string(src))
 	return def, nil, err
-}
-
-func tokenName(v any) string {
-	switch t := v.(type) {
-	case string:
-		return t
-	case map[string]any:
-		s, _ := t["content"].(string)
-		return s
-	}
-	return ""
 }
 
 func containsID(ids []int32, id int32) bool {

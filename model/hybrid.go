@@ -44,26 +44,13 @@ func finishHybrid(c *Config, w *Weights, h *hybrid, arch, finalNorm string, voca
 		blocks = append(blocks, h.layers[i].attn)
 	}
 	h.ropes = ropesOf(blocks)
-	if err := w.Err(); err != nil {
-		return nil, err
-	}
-	eos, err := generationEOS(w.Dir)
+	maxPos, err := c.Int("max_position_embeddings", 0)
 	if err != nil {
 		return nil, err
 	}
-	if eos == nil {
-		if eos, err = c.Ints("eos_token_id"); err != nil {
-			return nil, err
-		}
-	}
-	bos, err := c.Int("bos_token_id", -1)
-	if err != nil {
+	if h.info, err = readInfo(c, w, arch, vocab, h.hidden, len(h.layers), maxPos, h.embed); err != nil {
 		return nil, err
 	}
-	mt, _ := c.String("model_type", "")
-	maxPos, _ := c.Int("max_position_embeddings", 0)
-	h.info = Info{Arch: arch, ModelType: mt, Vocab: vocab, Hidden: h.hidden, Layers: len(h.layers), MaxPos: maxPos,
-		DType: h.embed.DType, BOS: bos, EOS: eos, Params: w.params, WeightBytes: w.bytes}
 	return h, nil
 }
 

@@ -225,6 +225,30 @@ func (r *Registry) Load(dir string) (Model, error) {
 	return m, nil
 }
 
+// readInfo finishes loading: it reports the first weight error, then fills
+// Info from the config and generation_config.json.
+func readInfo(c *Config, w *Weights, arch string, vocab, hidden, layers, maxPos int, embed *gpu.Weight) (Info, error) {
+	if err := w.Err(); err != nil {
+		return Info{}, err
+	}
+	eos, err := generationEOS(w.Dir)
+	if err != nil {
+		return Info{}, err
+	}
+	if eos == nil {
+		if eos, err = c.Ints("eos_token_id"); err != nil {
+			return Info{}, err
+		}
+	}
+	bos, err := c.Int("bos_token_id", -1)
+	if err != nil {
+		return Info{}, err
+	}
+	mt, _ := c.String("model_type", "")
+	return Info{Arch: arch, ModelType: mt, Vocab: vocab, Hidden: hidden, Layers: layers, MaxPos: maxPos,
+		DType: embed.DType, BOS: bos, EOS: eos, Params: w.params, WeightBytes: w.bytes}, nil
+}
+
 // generationEOS reads eos_token_id from dir/generation_config.json, if any.
 func generationEOS(dir string) ([]int, error) {
 	path := filepath.Join(dir, "generation_config.json")

@@ -86,27 +86,11 @@ func loadDecoder(c *Config, w *Weights, cfg decoderConfig, arch string) (*decode
 		blocks[i] = &l.attn
 	}
 	d.ropes = ropesOf(blocks)
-	if err := w.Err(); err != nil {
-		return nil, err
-	}
-	eos, err := generationEOS(w.Dir)
+	info, err := readInfo(c, w, arch, cfg.vocab, H, cfg.layers, cfg.maxPos, d.embed)
 	if err != nil {
 		return nil, err
 	}
-	if eos == nil {
-		if eos, err = c.Ints("eos_token_id"); err != nil {
-			return nil, err
-		}
-	}
-	bos, err := c.Int("bos_token_id", -1)
-	if err != nil {
-		return nil, err
-	}
-	mt, _ := c.String("model_type", "")
-	d.info = Info{
-		Arch: arch, ModelType: mt, Vocab: cfg.vocab, Hidden: H, Layers: cfg.layers, MaxPos: cfg.maxPos,
-		DType: d.embed.DType, BOS: bos, EOS: eos, Params: w.params, WeightBytes: w.bytes,
-	}
+	d.info = info
 	return d, nil
 }
 

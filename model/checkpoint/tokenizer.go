@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/troupe-ai/troupe/tokenizer"
 )
 
 // AdoptTokenizer copies tokenizer.json, tokenizer_config.json (and with it
@@ -63,7 +65,7 @@ func AdoptTokenizer(c Config, tokDir, outDir string) error {
 			return fmt.Errorf("%s: %w", filepath.Join(tokDir, "tokenizer_config.json"), err)
 		}
 		for key, field := range map[string]string{"bos_token": "bos_token_id", "eos_token": "eos_token_id"} {
-			if name := tokenName(tc[key]); name != "" {
+			if name := tokenizer.TokenName(tc[key]); name != "" {
 				if id, ok := ids[name]; ok {
 					c[field] = id
 				}
@@ -90,17 +92,4 @@ func AdoptTokenizer(c Config, tokDir, outDir string) error {
 		}
 	}
 	return nil
-}
-
-// tokenName reads a special token as tokenizer_config.json writes it: a
-// string, or an AddedToken object with "content".
-func tokenName(v any) string {
-	switch t := v.(type) {
-	case string:
-		return t
-	case map[string]any:
-		s, _ := t["content"].(string)
-		return s
-	}
-	return ""
 }

@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"github.com/troupe-ai/troupe/internal/fixtures"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,22 +11,11 @@ import (
 	"github.com/troupe-ai/troupe/model/pyjson"
 )
 
-// fixturesDir is $TROUPE_FIXTURES, default /work/shared/fixtures seen from
-// this package. Without it the test skips, except under CI=true.
+// fixturesDir is the shared fixtures directory (see internal/fixtures).
 func fixturesDir(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("TROUPE_FIXTURES")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "fixtures")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "models")); err != nil {
-		msg := "fixtures not found at " + dir + " (set TROUPE_FIXTURES to the shared fixtures dir): " + err.Error()
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return dir
+	fixtures.Path(t, "models") // ends the test when the models are missing
+	return fixtures.Dir(t)
 }
 
 // knownCounts is the number of tensors in the shared fixtures, checked when a
