@@ -2,7 +2,6 @@ package troupe
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -33,22 +32,11 @@ func (l *dirLoader) LoadAssets(ctx context.Context) (*chat.Assets, error) {
 		return nil, err
 	}
 	a := &chat.Assets{Tokenizer: tok}
-	cfg := map[string]any{}
-	if data, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json")); err == nil {
-		if err := json.Unmarshal(data, &cfg); err != nil {
-			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "tokenizer_config.json"), err)
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	if a.Template, a.ToolTemplate, err = loadTemplates(dir, l.opts.ChatTemplate); err != nil {
 		return nil, err
 	}
-	if a.Template, a.ToolTemplate, err = loadTemplates(dir, cfg, l.opts.ChatTemplate); err != nil {
+	if a.SpecialTokens, err = templates.LoadSpecialTokens(dir); err != nil {
 		return nil, err
-	}
-	a.SpecialTokens = templates.NewDict(8)
-	for _, key := range []string{"bos_token", "eos_token", "unk_token", "pad_token"} {
-		if name := tokenizer.TokenName(cfg[key]); name != "" {
-			a.SpecialTokens.Set(key, name)
-		}
 	}
 	eos, err := modelEOS(dir)
 	if err != nil {
@@ -61,58 +49,42 @@ func (l *dirLoader) LoadAssets(ctx context.Context) (*chat.Assets, error) {
 	return a, nil
 }
 
-// loadTemplates finds the chat template as transformers does: an explicit
-// file wins; else tokenizer_config.json's chat_template (a string, or a list
-// of named templates of which "default" and "tool_use" are used); else
-// chat_template.jinja beside it. No template is not an error here: chat
-// requests fail with chat.ErrNoTemplate.
-func loadTemplates(dir string, cfg map[string]any, override string) (def, tools *templates.Template, err error) {
-	compile := func(name, src string) (*templates.Template, error) {
-		t, err := templates.Compile(src, templates.WithName(name))
-		if err != nil {
-			return nil, fmt.Errorf("chat template %s: %w", name, err)
-		}
-		return t, nil
-	}
+// loadTemplates finds the chat templates as transformers does
+// (templates.LoadModelTemplates), or compiles the explicit override file. A
+// model without a template is not an error here: chat requests then fail
+// with chat.ErrNoTemplate instead of getting a guessed format.
+func loadTemplates(dir, override string) (def, tools *templates.Template, err error) {
 	if override != "" {
 		src, err := os.ReadFile(override)
 		if err != nil {
 			return nil, nil, fmt.Errorf("chat template: %w", err)
 		}
-		def, err = compile(override, string(src))
+		def, err = templates.Compile(string(src), templates.WithName(override))
 		return def, nil, err
 	}
-	switch ct := cfg["chat_template"].(type) {
-	case string:
-		def, err = compile("tokenizer_config.json", ct)
-		return def, nil, err
-	case []any:
-		for _, e := range ct {
-			m, _ := e.(map[string]any)
-			name, _ := m["name"].(string)
-			src, _ := m["template"].(string)
-			switch name {
-			case "default":
-				if def, err = compile("tokenizer_config.json:default", src); err != nil {
-					return nil, nil, err
-				}
-			case "tool_use":
-				if tools, err = compile("tokenizer_config.json:tool_use", src); err != nil {
-					return nil, nil, err
-				}
-			}
-		}
-		return def, tools, nil
-	}
-	src, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja"))
-	if errors.Is(err, fs.ErrNotExist) {
+	mt, err := templates.LoadModelTemplates(dir)
+	if errors.Is(err, templates.ErrNoTemplate) {
 		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("chat template: %w", err)
+		return nil, nil, err
 	}
-	def, err = compile("chat_template.jinja", string(src))
-	return def, nil, err
+	compile := func(hasTools bool) (*templates.Template, error) {
+		src, err := mt.Select("", hasTools)
+		if err != nil {
+			return nil, err
+		}
+		return templates.Compile(src, templates.WithName(mt.Origin))
+	}
+	if def, err = compile(false); err != nil && !errors.Is(err, templates.ErrNoTemplate) {
+		return nil, nil, err
+	}
+	if _, ok := mt.Named["tool_use"]; ok {
+		if tools, err = compile(true); err != nil {
+			return nil, nil, err
+		}
+	}
+	return def, tools, nil
 }
 
 func containsID(ids []int32, id int32) bool {

@@ -441,7 +441,7 @@ func TestCapabilityGate(t *testing.T) {
 		{"snapshot", mambaDir, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := start(t, troupe.Options{Model: tc.dir(t), PromptCache: true, LoadDelay: 1500 * time.Millisecond}, troupehttp.Config{})
+			s := start(t, troupe.Options{Model: tc.dir(t), PromptCache: true, LoadDelay: 3 * time.Second}, troupehttp.Config{})
 			ctx := context.Background()
 			// Queued during load: prepared fail-open, boundary included.
 			var wg sync.WaitGroup

@@ -107,15 +107,16 @@ func CompareBoundary(h, prompt string, promptIDs []int32, encode EncodeFunc) Bou
 // commonPrefixRunes is the length, in code points, of the longest common
 // prefix of a and b.
 func commonPrefixRunes(a, b string) int {
-	n := 0
-	for len(a) > 0 && len(b) > 0 {
-		ra, sa := utf8.DecodeRuneInString(a)
-		rb, sb := utf8.DecodeRuneInString(b)
-		if ra != rb || sa != sb || a[:sa] != b[:sb] {
-			break
-		}
-		a, b = a[sa:], b[sb:]
-		n++
+	n := min(len(a), len(b))
+	i := 0
+	for i < n && a[i] == b[i] {
+		i++
 	}
-	return n
+	// Back off to the start of a character both strings do not share whole.
+	if i < len(a) || i < len(b) {
+		for i > 0 && (i < len(a) && !utf8.RuneStart(a[i]) || i < len(b) && !utf8.RuneStart(b[i])) {
+			i--
+		}
+	}
+	return utf8.RuneCountInString(a[:i])
 }

@@ -38,6 +38,7 @@ var ErrRaised = errors.New("templates: raise_exception called")
 // ErrNoTemplate is returned (wrapped) when a model has no chat template.
 var ErrNoTemplate = errors.New("templates: model has no chat template")
 
+// Error formats the error as "NAME:LINE: Type: message".
 func (e *Error) Error() string {
 	where := e.Name
 	if where == "" {

@@ -245,11 +245,24 @@ func (r *renderer) eval(e expr, s *scope) any {
 		return e.missing
 	case *getattrExpr:
 		obj := r.eval(e.obj, s)
-		if d, ok := obj.(*Dict); ok && e.dictAttr == 0 {
-			if v, ok := d.Get(e.name); ok {
-				return v
+		switch x := obj.(type) {
+		case *Dict:
+			if e.dictAttr == 0 {
+				if v, ok := x.Get(e.name); ok {
+					return v
+				}
+				return e.missing
 			}
-			return e.missing
+		case *loopCtx:
+			if e.dictAttr != 3 {
+				return r.loopAttr(x, e.name)
+			}
+		case *namespace:
+			if e.dictAttr != 3 {
+				if v, ok := x.attrs.Get(e.name); ok {
+					return v
+				}
+			}
 		}
 		return r.getattr(obj, e.name)
 	case *getitemExpr:

@@ -1220,4 +1220,3 @@ func sameAs(v, w any) bool {
 	}
 	return v == w
 }
-

@@ -20,6 +20,10 @@ func arith(op string, l, r any) any {
 	if u, ok := l.(*undefined); ok {
 		u.fail()
 	}
+	if s, ok := l.(string); ok && op == "%" {
+		// str.__mod__ takes any right operand, Undefined included.
+		return percentFormat(s, r)
+	}
 	if u, ok := r.(*undefined); ok {
 		u.fail()
 	}

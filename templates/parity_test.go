@@ -4,9 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
-	"io"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -241,6 +241,22 @@ func TestConversations(t *testing.T) {
 	}
 	checkCases(t, set, cases)
 	checkBoundaries(t, set, cases)
+}
+
+// TestRandomDiff checks a random differential corpus written by
+// testdata/gen_random.py (set TEMPLATES_DIFF_FILE); it is a development
+// tool, skipped otherwise.
+func TestRandomDiff(t *testing.T) {
+	path := os.Getenv("TEMPLATES_DIFF_FILE")
+	if path == "" {
+		t.Skip("TEMPLATES_DIFF_FILE not set (see testdata/gen_random.py)")
+	}
+	set := loadFixtures(t)
+	cases, err := readCases(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCases(t, set, cases)
 }
 
 func checkCases(t *testing.T, set *fixtureSet, cases []fixtureCase) {

@@ -19,6 +19,18 @@ type parser struct {
 	// refs collects names loaded inside the macro bodies being parsed, to
 	// find the macros that use varargs, kwargs or caller.
 	refs []map[string]bool
+	// depth is the nesting of expressions and blocks being parsed, bounded
+	// so that a pathological template cannot exhaust the stack.
+	depth int
+}
+
+const maxParseDepth = 500
+
+func (p *parser) enter() {
+	p.depth++
+	if p.depth > maxParseDepth {
+		p.fail(p.cur().line, "template nested too deeply (more than %d levels)", maxParseDepth)
+	}
 }
 
 type parseError struct{ err *Error }
@@ -166,6 +178,8 @@ func (p *parser) parseStatements(ends []string, drop bool) []node {
 }
 
 func (p *parser) parseStatement() node {
+	p.enter()
+	defer func() { p.depth-- }()
 	t := p.cur()
 	if t.typ != tokName {
 		p.fail(t.line, "tag name expected")
@@ -524,6 +538,8 @@ func (p *parser) parseTuple(withCondexpr, simplified bool, extraEnd []string, ex
 }
 
 func (p *parser) parseExpression(withCondexpr bool) expr {
+	p.enter()
+	defer func() { p.depth-- }()
 	if withCondexpr {
 		return p.parseCondexpr()
 	}
@@ -562,6 +578,8 @@ func (p *parser) parseAnd() expr {
 }
 
 func (p *parser) parseNot() expr {
+	p.enter()
+	defer func() { p.depth-- }()
 	if p.skipName("not") {
 		return &notExpr{e: p.parseNot()}
 	}
@@ -654,6 +672,8 @@ func (p *parser) parsePow() expr {
 }
 
 func (p *parser) parseUnary(withFilter bool) expr {
+	p.enter()
+	defer func() { p.depth-- }()
 	t := p.cur()
 	var e expr
 	switch {

@@ -154,6 +154,9 @@ func percentFormat(format string, args any) string {
 			}
 			b.WriteString(spec.padStr(s))
 		case 'd', 'i', 'u', 'o', 'x', 'X', 'e', 'E', 'f', 'F', 'g', 'G':
+			if u, ok := arg.(*undefined); ok {
+				u.fail()
+			}
 			if !isNumber(arg) {
 				kind := "a real number"
 				if conv == 'o' || conv == 'x' || conv == 'X' {

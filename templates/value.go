@@ -161,7 +161,12 @@ type hashKey struct {
 	i int64
 }
 
-func hashOf(v any) (hashKey, bool) {
+func hashOf(v any) (hashKey, bool) { return hashOfDepth(v, 0) }
+
+func hashOfDepth(v any, depth int) (hashKey, bool) {
+	if depth > maxNesting {
+		throw(excRecursion, "maximum recursion depth exceeded while calling a Python object")
+	}
 	switch x := v.(type) {
 	case string:
 		return hashKey{k: 's', s: x}, true
@@ -184,7 +189,7 @@ func hashOf(v any) (hashKey, bool) {
 	case tuple:
 		var b strings.Builder
 		for _, e := range x {
-			h, ok := hashOf(e)
+			h, ok := hashOfDepth(e, depth+1)
 			if !ok {
 				return hashKey{}, false
 			}
@@ -441,7 +446,17 @@ func repr(v any) string {
 	return b.String()
 }
 
-func writeRepr(b *strings.Builder, v any) {
+// maxNesting bounds recursion over nested values (repr, ==), as Python's
+// recursion limit does; values nested deeper raise RecursionError instead
+// of exhausting the goroutine stack.
+const maxNesting = 1000
+
+func writeRepr(b *strings.Builder, v any) { writeReprDepth(b, v, 0) }
+
+func writeReprDepth(b *strings.Builder, v any, depth int) {
+	if depth > maxNesting {
+		throw(excRecursion, "maximum recursion depth exceeded while getting the repr of an object")
+	}
 	switch x := v.(type) {
 	case string:
 		writeStrRepr(b, x)
@@ -455,7 +470,7 @@ func writeRepr(b *strings.Builder, v any) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			writeRepr(b, e)
+			writeReprDepth(b, e, depth+1)
 		}
 		b.WriteByte(']')
 	case tuple:
@@ -464,7 +479,7 @@ func writeRepr(b *strings.Builder, v any) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			writeRepr(b, e)
+			writeReprDepth(b, e, depth+1)
 		}
 		if len(x) == 1 {
 			b.WriteByte(',')
@@ -476,9 +491,9 @@ func writeRepr(b *strings.Builder, v any) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			writeRepr(b, k)
+			writeReprDepth(b, k, depth+1)
 			b.WriteString(": ")
-			writeRepr(b, x.vals[i])
+			writeReprDepth(b, x.vals[i], depth+1)
 		}
 		b.WriteByte('}')
 	case *undefined:
@@ -490,11 +505,11 @@ func writeRepr(b *strings.Builder, v any) {
 		}
 		b.WriteString(x.typeName())
 		b.WriteByte('(')
-		writeRepr(b, x.items())
+		writeReprDepth(b, x.items(), depth+1)
 		b.WriteByte(')')
 	case *namespace:
 		b.WriteString("<Namespace ")
-		writeRepr(b, x.attrs)
+		writeReprDepth(b, x.attrs, depth+1)
 		b.WriteByte('>')
 	case *macro:
 		b.WriteString("<Macro ")
@@ -622,7 +637,12 @@ func formatFloat(f float64) string {
 }
 
 // pyEqual is Python's ==.
-func pyEqual(a, b any) bool {
+func pyEqual(a, b any) bool { return pyEqualDepth(a, b, 0) }
+
+func pyEqualDepth(a, b any, depth int) bool {
+	if depth > maxNesting {
+		throw(excRecursion, "maximum recursion depth exceeded in comparison")
+	}
 	switch x := a.(type) {
 	case string:
 		y, ok := b.(string)
@@ -641,7 +661,7 @@ func pyEqual(a, b any) bool {
 			return false
 		}
 		for i := range x {
-			if !pyEqual(x[i], y[i]) {
+			if !pyEqualDepth(x[i], y[i], depth+1) {
 				return false
 			}
 		}
@@ -652,7 +672,7 @@ func pyEqual(a, b any) bool {
 			return false
 		}
 		for i := range x {
-			if !pyEqual(x[i], y[i]) {
+			if !pyEqualDepth(x[i], y[i], depth+1) {
 				return false
 			}
 		}
@@ -670,7 +690,7 @@ func pyEqual(a, b any) bool {
 				return false
 			}
 			v, ok := y.getAny(k)
-			if !ok || !pyEqual(x.vals[i], v) {
+			if !ok || !pyEqualDepth(x.vals[i], v, depth+1) {
 				return false
 			}
 		}
@@ -770,7 +790,12 @@ func toBigFloat(v any) *big.Float {
 
 // pyCompare is Python's a < b (and friends) as a three-way result; it
 // raises TypeError for unorderable operands.
-func pyCompare(op string, a, b any) int {
+func pyCompare(op string, a, b any) int { return pyCompareDepth(op, a, b, 0) }
+
+func pyCompareDepth(op string, a, b any, depth int) int {
+	if depth > maxNesting {
+		throw(excRecursion, "maximum recursion depth exceeded in comparison")
+	}
 	if ua, ok := a.(*undefined); ok {
 		ua.fail()
 	}
@@ -791,21 +816,21 @@ func pyCompare(op string, a, b any) int {
 		}
 	case []any:
 		if y, ok := b.([]any); ok {
-			return seqCompare(op, x, y)
+			return seqCompare(op, x, y, depth)
 		}
 	case tuple:
 		if y, ok := b.(tuple); ok {
-			return seqCompare(op, x, y)
+			return seqCompare(op, x, y, depth)
 		}
 	}
 	typeError("'%s' not supported between instances of '%s' and '%s'", op, typeName(a), typeName(b))
 	return 0
 }
 
-func seqCompare(op string, x, y []any) int {
+func seqCompare(op string, x, y []any, depth int) int {
 	for i := 0; i < len(x) && i < len(y); i++ {
 		if !pyEqual(x[i], y[i]) {
-			return pyCompare(op, x[i], y[i])
+			return pyCompareDepth(op, x[i], y[i], depth+1)
 		}
 	}
 	switch {

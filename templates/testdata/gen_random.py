@@ -49,8 +49,16 @@ def value(depth=0):
 
 
 def schema(depth=0):
-    t = rng.choice(["string", "number", "integer", "boolean", "array", "object", ["string", "null"]])
-    s = {"type": t, "description": text()}
+    t = rng.choice(["string", "number", "integer", "boolean", "array", "object", ["string", "null"], ["integer", "string", "null"], None])
+    s = {} if t is None else {"type": t}
+    if rng.random() < 0.8:
+        s["description"] = text()
+    if t is None and rng.random() < 0.5:
+        s["oneOf"] = [schema(depth + 1) for _ in range(rng.randint(1, 2))]
+    if t == "object" and rng.random() < 0.2:
+        s["additionalProperties"] = schema(depth + 1)
+    if t == "array" and rng.random() < 0.2:
+        s["items"] = {"type": rng.choice(["string", "number", "integer", "boolean", "object"])}
     if t == "array" and depth < 2:
         s["items"] = schema(depth + 1)
     if t == "object" and depth < 2 and rng.random() < 0.5:
@@ -68,6 +76,10 @@ def tool():
     props = {f"arg{i}": schema() for i in range(rng.randint(0, 3))}
     f = {"name": rng.choice(["get_weather", "search", "f"]), "description": text() or "d",
          "parameters": {"type": "object", "properties": props, "required": list(props)[:1]}}
+    if rng.random() < 0.15:
+        f["return"] = {"type": "string", "description": text()}
+    if rng.random() < 0.1:
+        del f["parameters"]["required"]
     return {"type": "function", "function": f}
 
 
@@ -97,7 +109,15 @@ def message(role):
         m["tool_call_id"] = "abc123DEF"
         m["content"] = text() if rng.random() < 0.8 else value()
     else:
-        m["content"] = text() if rng.random() < 0.9 else [{"type": "text", "text": text()}]
+        r = rng.random()
+        if r < 0.85:
+            m["content"] = text()
+        elif r < 0.93:
+            m["content"] = [{"type": rng.choice(["text", "image", "image_url"]), "text": text()}]
+        elif r < 0.97:
+            m["content"] = None
+        else:
+            m["content"] = value()
     if rng.random() < 0.3:  # key order varies
         m = dict(reversed(list(m.items())))
     return m
