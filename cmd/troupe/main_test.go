@@ -13,6 +13,7 @@ import (
 	"github.com/troupe-ai/troupe/internal/fixtures"
 	"github.com/troupe-ai/troupe/model/checkpoint"
 	"github.com/troupe-ai/troupe/model/safetensors"
+	"github.com/troupe-ai/troupe/tokenizer"
 )
 
 func runCLI(t *testing.T, args ...string) (stdout string, err error) {
@@ -208,5 +209,27 @@ func TestModelInitWithTokenizer(t *testing.T) {
 	}
 	if _, err := runCLI(t, "generate", "--model", out, "--prompt-ids", "1,400,31999", "--max-tokens", "2"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestModelInitByteTokenizer: --byte-tokenizer makes a servable folder whose
+// tokenizer covers the config's whole vocabulary.
+func TestModelInitByteTokenizer(t *testing.T) {
+	out := t.TempDir()
+	if _, err := runCLI(t, "model", "init", "--preset", "tiny", "--byte-tokenizer", "--out", out); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.Load(out, tokenizer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.VocabSize() != 512 {
+		t.Fatalf("tokenizer vocabulary %d, want the config's 512", tok.VocabSize())
+	}
+	if got := tok.Decode([]int32{'h', 'i', 400}, false); got != "hi<t400>" {
+		t.Fatalf("decode %q", got)
+	}
+	if _, err := runCLI(t, "model", "init", "--arch", "mamba", "--byte-tokenizer", "--tokenizer", out, "--out", t.TempDir()); err == nil {
+		t.Fatal("--byte-tokenizer with --tokenizer accepted")
 	}
 }

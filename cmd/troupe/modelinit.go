@@ -20,6 +20,7 @@ func cmdModelInit(args []string, stdout, stderr io.Writer) error {
 	dtype := fs.String("dtype", "f32", "weight dtype: f32 or bf16")
 	seed := fs.Uint64("seed", 0, "random seed of the weights")
 	tok := fs.String("tokenizer", "", "folder with tokenizer.json (and tokenizer_config.json, chat_template.jinja) to copy; sets vocab size and BOS/EOS")
+	byteTok := fs.Bool("byte-tokenizer", false, "add a byte-level tokenizer with a ChatML template, padded to the config's vocabulary size (a servable benchmark checkpoint)")
 	out := fs.String("out", "", "output folder")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -69,8 +70,27 @@ func cmdModelInit(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("model init: %w", err)
 		}
 	}
+	vocab, _ := cfg["vocab_size"].(int)
+	if f, ok := cfg["vocab_size"].(float64); ok { // from a config file
+		vocab = int(f)
+	}
+	if *byteTok {
+		if *tok != "" {
+			return errors.New("model init: give --tokenizer or --byte-tokenizer, not both")
+		}
+		if vocab < checkpoint.ByteVocab {
+			return fmt.Errorf("model init: --byte-tokenizer needs a vocabulary of at least %d, the config has %d", checkpoint.ByteVocab, vocab)
+		}
+		cfg["eos_token_id"] = checkpoint.ByteVocab - 1
+		delete(cfg, "bos_token_id")
+	}
 	if err := checkpoint.Write(*out, cfg, opt); err != nil {
 		return fmt.Errorf("model init: %w", err)
+	}
+	if *byteTok {
+		if err := checkpoint.WriteByteTokenizerSized(*out, vocab); err != nil {
+			return fmt.Errorf("model init: %w", err)
+		}
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", *out)
 	return nil

@@ -22,7 +22,13 @@ const ByteVocab = 256 + 3
 // mapping) plus ChatML's special tokens, and a tokenizer_config.json with a
 // ChatML chat template and <|im_end|> as EOS. Every text round-trips, so
 // it is enough to serve chat with a random-weight model.
-func WriteByteTokenizer(dir string) error {
+func WriteByteTokenizer(dir string) error { return WriteByteTokenizerSized(dir, ByteVocab) }
+
+// WriteByteTokenizerSized is WriteByteTokenizer padded to vocab ids with
+// plain added tokens "<tN>", so a random-weight checkpoint with a real
+// model's vocabulary size (and its lm_head cost) can serve chat and every
+// id it samples decodes to text.
+func WriteByteTokenizerSized(dir string, size int) error {
 	vocab := map[string]int{}
 	for b, r := range byteChars() {
 		vocab[string(r)] = b
@@ -39,6 +45,9 @@ func WriteByteTokenizer(dir string) error {
 	var specials []added
 	for i, s := range byteSpecials {
 		specials = append(specials, added{ID: 256 + i, Content: s, Special: true})
+	}
+	for id := ByteVocab; id < size; id++ {
+		specials = append(specials, added{ID: id, Content: fmt.Sprintf("<t%d>", id), Normalized: true})
 	}
 	byteLevel := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}
 	tok := map[string]any{
