@@ -10,4 +10,11 @@
 // the compute stream owns the pool. The prefix index (radix tree over token
 // ids with reference-counted pages) is layered on top of it by the prompt-cache
 // work; pages therefore carry reference counts from the start.
+//
+// Index is that prefix index for dense KV: a radix tree with one node per
+// page, keyed by the page's token ids. Lookup shares whole matched pages by
+// reference (one Retain each) and reports a page the match ends inside
+// separately, for the caller to copy on write (CopyPage). Insert keeps one
+// reference per node and reuses nodes already cached. Evict frees
+// least-recently-used leaves whose page only the index holds.
 package kvcache

@@ -1,0 +1,365 @@
+package kvcache
+
+import (
+	"container/heap"
+	"encoding/binary"
+	"fmt"
+)
+
+// Index maps token-id prefixes to KV pages of a Pool, page-granular: a radix
+// tree whose every node is one page, keyed by the token ids of the positions
+// that page holds. A node keyed by a full page of tokens may have children; a
+// node whose page is only partially filled (fewer than PageSize tokens) is
+// always a leaf. The index keeps one reference on the page of every node.
+//
+// Like the Pool, an Index has no locking: whoever owns the pool owns it.
+type Index struct {
+	pool  *Pool
+	root  node
+	clock uint64 // monotonic access clock for LRU
+
+	nodes, tokens int
+	lookups       int64
+	hits          int64
+	hitTokens     int64
+	inserts       int64
+	insertedPages int64
+	evictions     int64
+
+	buf []byte // scratch for map keys
+}
+
+// node is one page of the tree. The root has no page (page == -1).
+type node struct {
+	parent   *node
+	mapKey   string  // key under which parent.children holds this node
+	key      []int32 // token ids of the positions this page holds (1..PageSize)
+	page     int32
+	last     uint64 // access clock of the last lookup hit or insert through this node
+	children map[string]*node
+}
+
+// IndexStats are the counters and current size of an Index.
+type IndexStats struct {
+	Nodes         int   // nodes in the tree (one page each)
+	Pages         int   // pages the index holds a reference on (== Nodes)
+	Tokens        int   // token positions those pages cover
+	Lookups       int64 // Lookup calls
+	Hits          int64 // lookups that matched at least one token
+	HitTokens     int64 // tokens matched, summed over lookups
+	Inserts       int64 // Insert calls
+	InsertedPages int64 // nodes (pages) added by inserts
+	Evictions     int64 // pages evicted by Evict
+}
+
+// NewIndex returns an empty prefix index over the pages of pool.
+func NewIndex(pool *Pool) *Index {
+	return &Index{pool: pool, root: node{page: -1}}
+}
+
+// Lookup returns the longest cached prefix of tokens.
+//
+// pages are the pages wholly covered by the match, in order; each is
+// Retained once for the caller, who shares them by reference (hands them to
+// a Seq, or releases them with Pool.Release). matched is the length of the
+// match in tokens, including the partial page: matched ==
+// len(pages)*PageSize + partialLen.
+//
+// When the match ends inside a page (the request diverges inside a cached
+// page, ends inside it, or the cached page is only partially filled), that
+// page cannot be shared, since the caller will write its own positions into
+// it: partial is its id (-1 when none) and partialLen > 0 the number of
+// leading positions of it that match. The partial page is Retained once too,
+// so that it survives an Evict the caller may need to make room; the caller
+// Allocs a fresh page, copies with CopyPage(pool, fresh, partial,
+// partialLen), and then Releases partial.
+//
+// A caller that must compute at least one position (to get logits) looks up
+// tokens[:len(tokens)-1].
+func (x *Index) Lookup(tokens []int32) (pages []int32, matched int, partial int32, partialLen int) {
+	x.lookups++
+	ps := x.pool.pageSize
+	n := &x.root
+	pos := 0
+	for len(tokens)-pos >= ps {
+		c := n.children[string(x.mapKey(tokens[pos:pos+ps]))]
+		if c == nil {
+			break
+		}
+		pages = append(pages, c.page)
+		n = c
+		pos += ps
+	}
+	partial = -1
+	var best *node
+	rest := tokens[pos:]
+	for _, c := range n.children {
+		l := commonPrefix(c.key, rest)
+		if l == 0 || l < partialLen {
+			continue
+		}
+		// Prefer the longest match, then the most recently used page, then
+		// the lowest page id, so that the result is deterministic.
+		if l > partialLen || c.last > best.last || (c.last == best.last && c.page < best.page) {
+			best, partialLen = c, l
+		}
+	}
+	if best != nil {
+		partial = best.page
+		n = best
+	}
+	matched = pos + partialLen
+	if matched == 0 {
+		return nil, 0, -1, 0
+	}
+	x.hits++
+	x.hitTokens += int64(matched)
+	x.clock++
+	x.touch(n)
+	x.pool.Retain(pages)
+	if partial >= 0 {
+		x.pool.Retain([]int32{partial})
+	}
+	return pages, matched, partial, partialLen
+}
+
+// Insert records that pages hold the KV of tokens: position p in page
+// pages[p/PageSize]; the last page may be partially filled. pages must
+// cover len(tokens) positions (extra pages are ignored).
+//
+// The index Retains each page it keeps, once per node. Where a page of the
+// prefix is already cached (same tokens at the same positions), the existing
+// node is reused and the caller's page is not kept: it stays the caller's
+// alone. A partially filled page whose tokens are a prefix of a cached
+// sibling's is not kept either; a cached partial page whose tokens are a
+// strict prefix of the new page's is dropped in its favour.
+//
+// After Insert the caller must not overwrite the positions it recorded
+// (appending further positions into a partially filled page is fine; the
+// index only vouches for the positions it was given).
+func (x *Index) Insert(tokens []int32, pages []int32) {
+	ps := x.pool.pageSize
+	if need := (len(tokens) + ps - 1) / ps; len(pages) < need {
+		panic(fmt.Sprintf("kvcache: insert of %d tokens with %d pages, need %d", len(tokens), len(pages), need))
+	}
+	x.inserts++
+	if len(tokens) == 0 {
+		return
+	}
+	x.clock++
+	n := &x.root
+	for i := 0; i*ps < len(tokens); i++ {
+		chunk := tokens[i*ps : min((i+1)*ps, len(tokens))]
+		k := x.mapKey(chunk)
+		if c := n.children[string(k)]; c != nil {
+			n = c
+			continue
+		}
+		if len(chunk) < ps {
+			if c := n.longerSibling(chunk); c != nil {
+				n = c // already cached within a longer page
+				break
+			}
+		}
+		c := &node{parent: n, mapKey: string(k), key: append([]int32(nil), chunk...), page: pages[i]}
+		x.pool.Retain(pages[i : i+1]) // before dropping a sibling that may hold the same page
+		if n.children == nil {
+			n.children = make(map[string]*node)
+		}
+		n.children[c.mapKey] = c
+		x.nodes++
+		x.tokens += len(c.key)
+		x.insertedPages++
+		for _, s := range n.children {
+			if len(s.key) < len(chunk) && commonPrefix(s.key, chunk) == len(s.key) {
+				x.remove(s) // a partial page subsumed by the new one
+			}
+		}
+		n = c
+	}
+	x.touch(n)
+}
+
+// Evict drops least-recently-used leaves whose page only the index holds
+// (reference count 1) until at least n pages are free in the pool or
+// nothing more is evictable, and returns how many pages it freed. A parent
+// becomes evictable once its children are gone. A page someone else holds
+// (a running sequence, a Lookup caller) is never evicted, nor are its
+// ancestors.
+func (x *Index) Evict(n int) int {
+	if x.pool.FreePages() >= n {
+		return 0
+	}
+	var h lruHeap
+	var walk func(*node)
+	walk = func(v *node) {
+		for _, c := range v.children {
+			walk(c)
+		}
+		if x.evictable(v) {
+			h = append(h, v)
+		}
+	}
+	walk(&x.root)
+	heap.Init(&h)
+	freed := 0
+	for x.pool.FreePages() < n && h.Len() > 0 {
+		v := heap.Pop(&h).(*node)
+		p := v.parent
+		x.remove(v)
+		x.evictions++
+		freed++
+		if x.evictable(p) {
+			heap.Push(&h, p)
+		}
+	}
+	return freed
+}
+
+// Evictable reports how many pages Evict could free if asked for
+// everything: the nodes whose page, and every descendant's page, only the
+// index holds.
+func (x *Index) Evictable() int {
+	var count func(*node) (int, bool)
+	count = func(v *node) (int, bool) {
+		total, all := 0, true
+		for _, c := range v.children {
+			k, ok := count(c)
+			total += k
+			all = all && ok
+		}
+		if v == &x.root || !all || x.pool.refs[v.page] != 1 {
+			return total, false
+		}
+		return total + 1, true
+	}
+	k, _ := count(&x.root)
+	return k
+}
+
+// Reset drops every node, releasing the index's reference on each page.
+// Pages still held by others stay allocated. The cumulative counters
+// (lookups, hits, inserts, evictions) are kept.
+func (x *Index) Reset() {
+	var walk func(*node)
+	walk = func(v *node) {
+		for _, c := range v.children {
+			walk(c)
+		}
+		if v != &x.root {
+			x.pool.Release([]int32{v.page})
+		}
+	}
+	walk(&x.root)
+	x.root.children = nil
+	x.nodes, x.tokens = 0, 0
+}
+
+// Stats returns the index's current size and cumulative counters.
+func (x *Index) Stats() IndexStats {
+	return IndexStats{
+		Nodes:         x.nodes,
+		Pages:         x.nodes,
+		Tokens:        x.tokens,
+		Lookups:       x.lookups,
+		Hits:          x.hits,
+		HitTokens:     x.hitTokens,
+		Inserts:       x.inserts,
+		InsertedPages: x.insertedPages,
+		Evictions:     x.evictions,
+	}
+}
+
+// CopyPage copies the first n positions of page src into page dst, K and V
+// of every attention layer of p: the copy-on-write of a partially matched
+// page returned by Index.Lookup.
+func CopyPage(p *Pool, dst, src int32, n int) {
+	if n < 0 || n > p.pageSize {
+		panic(fmt.Sprintf("kvcache: copy of %d positions, page size %d", n, p.pageSize))
+	}
+	if dst == src || n == 0 {
+		return
+	}
+	for _, l := range p.layers {
+		if l.Dim == 0 {
+			continue
+		}
+		w := l.PageSize * l.Dim
+		so, do := int(src)*w, int(dst)*w
+		copy(l.K[do:do+n*l.Dim], l.K[so:so+n*l.Dim])
+		copy(l.V[do:do+n*l.Dim], l.V[so:so+n*l.Dim])
+	}
+}
+
+// evictable reports whether v is a leaf whose page only the index holds.
+func (x *Index) evictable(v *node) bool {
+	return v != &x.root && len(v.children) == 0 && x.pool.refs[v.page] == 1
+}
+
+// remove detaches leaf v from its parent and releases its page.
+func (x *Index) remove(v *node) {
+	delete(v.parent.children, v.mapKey)
+	x.nodes--
+	x.tokens -= len(v.key)
+	x.pool.Release([]int32{v.page})
+	v.parent = nil
+}
+
+// touch stamps v and its ancestors with the current clock.
+func (x *Index) touch(v *node) {
+	for ; v != nil; v = v.parent {
+		v.last = x.clock
+	}
+}
+
+// mapKey encodes toks as the bytes of a children map key, in a scratch
+// buffer valid until the next call.
+func (x *Index) mapKey(toks []int32) []byte {
+	x.buf = x.buf[:0]
+	for _, t := range toks {
+		x.buf = binary.LittleEndian.AppendUint32(x.buf, uint32(t))
+	}
+	return x.buf
+}
+
+// longerSibling returns a child of n whose tokens start with chunk and are
+// longer than it, or nil.
+func (n *node) longerSibling(chunk []int32) *node {
+	for _, c := range n.children {
+		if len(c.key) > len(chunk) && commonPrefix(c.key, chunk) == len(chunk) {
+			return c
+		}
+	}
+	return nil
+}
+
+// commonPrefix is the length of the longest common prefix of a and b.
+func commonPrefix(a, b []int32) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+// lruHeap orders evictable nodes by last access, oldest first (page id
+// breaks ties, for determinism).
+type lruHeap []*node
+
+func (h lruHeap) Len() int { return len(h) }
+func (h lruHeap) Less(i, j int) bool {
+	if h[i].last != h[j].last {
+		return h[i].last < h[j].last
+	}
+	return h[i].page < h[j].page
+}
+func (h lruHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *lruHeap) Push(v any)   { *h = append(*h, v.(*node)) }
+func (h *lruHeap) Pop() any {
+	old := *h
+	v := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return v
+}
