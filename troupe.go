@@ -124,7 +124,7 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 	root := system.Root
 	var err error
 	rt.pids.Scheduler, err = root.SpawnNamed(actor.PropsFromProducer(actors.NewSchedulerActor(
-		engine.Options{StepTokens: opts.StepTokens, MaxRunning: opts.Parallel}, rt.metrics, opts.Logger)), "scheduler-"+rt.name+"-"+uniq())
+		engine.Options{StepTokens: opts.StepTokens, MaxRunning: opts.Parallel, PrefixCache: opts.PromptCache}, rt.metrics, opts.Logger)), "scheduler-"+rt.name+"-"+uniq())
 	if err != nil {
 		return nil, fmt.Errorf("spawn scheduler: %w", err)
 	}
@@ -165,6 +165,19 @@ func (r *Runtime) Status(ctx context.Context) (*actors.LoadStatus, error) {
 	st, ok := res.(*actors.LoadStatus)
 	if !ok {
 		return nil, fmt.Errorf("model actor answered %T", res)
+	}
+	return st, nil
+}
+
+// ResetCache asks the SchedulerActor to drop every cached prefix.
+func (r *Runtime) ResetCache(ctx context.Context) (*actors.SchedulerStats, error) {
+	res, err := r.request(ctx, r.pids.Scheduler, &actors.CacheReset{})
+	if err != nil {
+		return nil, err
+	}
+	st, ok := res.(*actors.SchedulerStats)
+	if !ok {
+		return nil, fmt.Errorf("scheduler answered %T", res)
 	}
 	return st, nil
 }

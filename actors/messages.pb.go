@@ -752,8 +752,18 @@ type SchedulerStats struct {
 	PromptTokens    int64                  `protobuf:"varint,6,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
 	GeneratedTokens int64                  `protobuf:"varint,7,opt,name=generated_tokens,json=generatedTokens,proto3" json:"generated_tokens,omitempty"`
 	Steps           int64                  `protobuf:"varint,8,opt,name=steps,proto3" json:"steps,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Prefix cache (dense-KV models with the prompt cache on).
+	CacheEnabled   bool  `protobuf:"varint,9,opt,name=cache_enabled,json=cacheEnabled,proto3" json:"cache_enabled,omitempty"`
+	CacheLookups   int64 `protobuf:"varint,10,opt,name=cache_lookups,json=cacheLookups,proto3" json:"cache_lookups,omitempty"`
+	CacheHits      int64 `protobuf:"varint,11,opt,name=cache_hits,json=cacheHits,proto3" json:"cache_hits,omitempty"`
+	CacheHitTokens int64 `protobuf:"varint,12,opt,name=cache_hit_tokens,json=cacheHitTokens,proto3" json:"cache_hit_tokens,omitempty"`
+	CachedTokens   int64 `protobuf:"varint,13,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"` // prompt tokens reused, summed over requests
+	CacheInserts   int64 `protobuf:"varint,14,opt,name=cache_inserts,json=cacheInserts,proto3" json:"cache_inserts,omitempty"`
+	CacheEvictions int64 `protobuf:"varint,15,opt,name=cache_evictions,json=cacheEvictions,proto3" json:"cache_evictions,omitempty"`
+	CachePages     int32 `protobuf:"varint,16,opt,name=cache_pages,json=cachePages,proto3" json:"cache_pages,omitempty"`
+	CacheTokens    int64 `protobuf:"varint,17,opt,name=cache_tokens,json=cacheTokens,proto3" json:"cache_tokens,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SchedulerStats) Reset() {
@@ -842,6 +852,106 @@ func (x *SchedulerStats) GetSteps() int64 {
 	return 0
 }
 
+func (x *SchedulerStats) GetCacheEnabled() bool {
+	if x != nil {
+		return x.CacheEnabled
+	}
+	return false
+}
+
+func (x *SchedulerStats) GetCacheLookups() int64 {
+	if x != nil {
+		return x.CacheLookups
+	}
+	return 0
+}
+
+func (x *SchedulerStats) GetCacheHits() int64 {
+	if x != nil {
+		return x.CacheHits
+	}
+	return 0
+}
+
+func (x *SchedulerStats) GetCacheHitTokens() int64 {
+	if x != nil {
+		return x.CacheHitTokens
+	}
+	return 0
+}
+
+func (x *SchedulerStats) GetCachedTokens() int64 {
+	if x != nil {
+		return x.CachedTokens
+	}
+	return 0
+}
+
+func (x *SchedulerStats) GetCacheInserts() int64 {
+	if x != nil {
+		return x.CacheInserts
+	}
+	return 0
+}
+
+func (x *SchedulerStats) GetCacheEvictions() int64 {
+	if x != nil {
+		return x.CacheEvictions
+	}
+	return 0
+}
+
+func (x *SchedulerStats) GetCachePages() int32 {
+	if x != nil {
+		return x.CachePages
+	}
+	return 0
+}
+
+func (x *SchedulerStats) GetCacheTokens() int64 {
+	if x != nil {
+		return x.CacheTokens
+	}
+	return 0
+}
+
+// CacheReset drops every cached prefix; answered with SchedulerStats.
+type CacheReset struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CacheReset) Reset() {
+	*x = CacheReset{}
+	mi := &file_actors_messages_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CacheReset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CacheReset) ProtoMessage() {}
+
+func (x *CacheReset) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_messages_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CacheReset.ProtoReflect.Descriptor instead.
+func (*CacheReset) Descriptor() ([]byte, []int) {
+	return file_actors_messages_proto_rawDescGZIP(), []int{13}
+}
+
 var File_actors_messages_proto protoreflect.FileDescriptor
 
 const file_actors_messages_proto_rawDesc = "" +
@@ -901,7 +1011,7 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\"\f\n" +
 	"\n" +
-	"StatsQuery\"\x8a\x02\n" +
+	"StatsQuery\"\xd4\x04\n" +
 	"\x0eSchedulerStats\x12\x18\n" +
 	"\awaiting\x18\x01 \x01(\x05R\awaiting\x12\x18\n" +
 	"\arunning\x18\x02 \x01(\x05R\arunning\x12\x1d\n" +
@@ -912,7 +1022,21 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\vpreemptions\x18\x05 \x01(\x03R\vpreemptions\x12#\n" +
 	"\rprompt_tokens\x18\x06 \x01(\x03R\fpromptTokens\x12)\n" +
 	"\x10generated_tokens\x18\a \x01(\x03R\x0fgeneratedTokens\x12\x14\n" +
-	"\x05steps\x18\b \x01(\x03R\x05stepsB$Z\"github.com/troupe-ai/troupe/actorsb\x06proto3"
+	"\x05steps\x18\b \x01(\x03R\x05steps\x12#\n" +
+	"\rcache_enabled\x18\t \x01(\bR\fcacheEnabled\x12#\n" +
+	"\rcache_lookups\x18\n" +
+	" \x01(\x03R\fcacheLookups\x12\x1d\n" +
+	"\n" +
+	"cache_hits\x18\v \x01(\x03R\tcacheHits\x12(\n" +
+	"\x10cache_hit_tokens\x18\f \x01(\x03R\x0ecacheHitTokens\x12#\n" +
+	"\rcached_tokens\x18\r \x01(\x03R\fcachedTokens\x12#\n" +
+	"\rcache_inserts\x18\x0e \x01(\x03R\fcacheInserts\x12'\n" +
+	"\x0fcache_evictions\x18\x0f \x01(\x03R\x0ecacheEvictions\x12\x1f\n" +
+	"\vcache_pages\x18\x10 \x01(\x05R\n" +
+	"cachePages\x12!\n" +
+	"\fcache_tokens\x18\x11 \x01(\x03R\vcacheTokens\"\f\n" +
+	"\n" +
+	"CacheResetB$Z\"github.com/troupe-ai/troupe/actorsb\x06proto3"
 
 var (
 	file_actors_messages_proto_rawDescOnce sync.Once
@@ -926,7 +1050,7 @@ func file_actors_messages_proto_rawDescGZIP() []byte {
 	return file_actors_messages_proto_rawDescData
 }
 
-var file_actors_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_actors_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_actors_messages_proto_goTypes = []any{
 	(*CapabilityReady)(nil),   // 0: troupe.actors.CapabilityReady
 	(*CapabilityAck)(nil),     // 1: troupe.actors.CapabilityAck
@@ -941,6 +1065,7 @@ var file_actors_messages_proto_goTypes = []any{
 	(*CancelJob)(nil),         // 10: troupe.actors.CancelJob
 	(*StatsQuery)(nil),        // 11: troupe.actors.StatsQuery
 	(*SchedulerStats)(nil),    // 12: troupe.actors.SchedulerStats
+	(*CacheReset)(nil),        // 13: troupe.actors.CacheReset
 }
 var file_actors_messages_proto_depIdxs = []int32{
 	6, // 0: troupe.actors.PrefillJob.sampling:type_name -> troupe.actors.SamplingParams
@@ -963,7 +1088,7 @@ func file_actors_messages_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_actors_messages_proto_rawDesc), len(file_actors_messages_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -69,6 +69,12 @@ func (s *SchedulerActor) Receive(ctx actor.Context) {
 		s.step(ctx)
 	case *StatsQuery:
 		ctx.Respond(s.stats())
+	case *CacheReset:
+		if s.eng != nil {
+			s.eng.ResetCache()
+			s.publish()
+		}
+		ctx.Respond(s.stats())
 	}
 }
 
@@ -145,7 +151,7 @@ func (s *SchedulerActor) step(ctx actor.Context) {
 			continue
 		}
 		te := &TokenEvent{RequestId: j.id, Token: ev.Token, HasToken: ev.HasToken, Logprob: ev.Logprob,
-			PromptTokens: int32(ev.PromptTokens)}
+			PromptTokens: int32(ev.PromptTokens), CachedTokens: int32(ev.CachedTokens)}
 		for _, t := range ev.Top {
 			te.TopLogprobs = append(te.TopLogprobs, &TopLogprob{Token: t.ID, Logprob: t.Logprob})
 		}
@@ -175,9 +181,13 @@ func (s *SchedulerActor) stats() *SchedulerStats {
 		return &SchedulerStats{Waiting: int32(len(s.pending))}
 	}
 	st := s.eng.Stats()
+	c := st.Cache
 	return &SchedulerStats{Waiting: int32(st.Waiting), Running: int32(st.Running), PagesUsed: int32(st.PagesUsed),
 		PagesFree: int32(st.PagesFree), Preemptions: st.Preemptions, PromptTokens: st.PromptTokens,
-		GeneratedTokens: st.GeneratedTokens, Steps: st.Steps}
+		GeneratedTokens: st.GeneratedTokens, Steps: st.Steps,
+		CacheEnabled: s.eng.PrefixCache(), CacheLookups: c.Lookups, CacheHits: c.Hits, CacheHitTokens: c.HitTokens,
+		CachedTokens: st.CachedTokens, CacheInserts: c.Inserts, CacheEvictions: c.Evictions,
+		CachePages: int32(c.Pages), CacheTokens: int64(c.Tokens)}
 }
 
 // stepTimeout bounds how long callers wait on the scheduler's answers.

@@ -48,8 +48,9 @@ type Event struct {
 	// Logprobs).
 	Logprob float32
 	Top     []sample.TokenLogprob
-	// PromptTokens is the prompt length (set on the first event).
-	PromptTokens int
+	// PromptTokens is the prompt length and CachedTokens how many of its
+	// tokens were reused from the prefix cache (set on the first event).
+	PromptTokens, CachedTokens int
 }
 
 // Stats is a snapshot of the engine's state.
@@ -60,6 +61,8 @@ type Stats struct {
 	PromptTokens         int64 // prefilled, counting recomputation
 	GeneratedTokens      int64
 	Steps                int64
+	CachedTokens         int64 // prompt tokens reused from the prefix cache
+	Cache                kvcache.IndexStats
 }
 
 // Options tune an Engine.
@@ -69,6 +72,10 @@ type Options struct {
 	StepTokens int
 	// MaxRunning caps the sequences admitted at once; 0 means 64.
 	MaxRunning int
+	// PrefixCache reuses the KV pages of earlier sequences' common prefixes
+	// (dense-KV models: every layer's state can be cut back to a prefix).
+	// It has no effect on models with recurrent state.
+	PrefixCache bool
 }
 
 // seq is one request's progress.
@@ -83,6 +90,7 @@ type seq struct {
 	fed       int // tokens in the KV
 	generated []int32
 	admitted  bool
+	cached    int // prompt tokens taken from the prefix cache at admission
 }
 
 // Engine is continuous batching over one model and one KV pool. Each Step
@@ -113,6 +121,7 @@ type Engine struct {
 	owners []*seq
 	events []Event
 	lsm    []float32
+	index  *kvcache.Index // prefix cache; nil when off
 }
 
 func grow(s []float32, n int) []float32 {
@@ -130,7 +139,21 @@ func New(m model.Model, dev gpu.Device, pool *kvcache.Pool, opt Options) *Engine
 	if opt.MaxRunning <= 0 {
 		opt.MaxRunning = 64
 	}
-	return &Engine{m: m, dev: dev, pool: pool, opt: opt, vocab: m.Info().Vocab, byID: map[SeqID]*seq{}}
+	e := &Engine{m: m, dev: dev, pool: pool, opt: opt, vocab: m.Info().Vocab, byID: map[SeqID]*seq{}}
+	if opt.PrefixCache && !pool.HasState() && !model.SnapshotReuse(m.Cache()) {
+		e.index = kvcache.NewIndex(pool)
+	}
+	return e
+}
+
+// PrefixCache reports whether the prefix cache is on.
+func (e *Engine) PrefixCache() bool { return e.index != nil }
+
+// ResetCache drops every cached prefix (pages of running sequences stay).
+func (e *Engine) ResetCache() {
+	if e.index != nil {
+		e.index.Reset()
+	}
 }
 
 // ErrTooLong is returned for a request that can never fit the pool or the
@@ -180,10 +203,52 @@ func (e *Engine) Cancel(id SeqID) bool {
 }
 
 func (e *Engine) drop(s *seq) {
+	e.donate(s)
 	e.pool.Free(&s.kv)
 	delete(e.byID, s.id)
 	e.waiting = slices.DeleteFunc(e.waiting, func(x *seq) bool { return x == s })
 	e.running = slices.DeleteFunc(e.running, func(x *seq) bool { return x == s })
+}
+
+// donate records the positions s has computed in the prefix cache, so later
+// requests sharing the prefix reuse its pages.
+func (e *Engine) donate(s *seq) {
+	if e.index != nil && s.kv.Len > 0 {
+		e.index.Insert(s.tokens[:s.kv.Len], s.kv.Pages[:e.pool.PagesFor(s.kv.Len)])
+	}
+}
+
+// reuse starts a newly admitted sequence from the longest cached prefix of
+// its tokens (keeping at least one token to compute, whose logits start the
+// generation). A prefix ending inside a page gets a private copy of that page.
+func (e *Engine) reuse(s *seq) {
+	if e.index == nil || s.fed > 0 || len(s.tokens) < 2 {
+		return
+	}
+	pages, matched, partial, partialLen := e.index.Lookup(s.tokens[:len(s.tokens)-1])
+	if partial >= 0 {
+		fresh, err := e.pool.Alloc(1)
+		if err != nil && e.index.Evict(1) > 0 {
+			fresh, err = e.pool.Alloc(1)
+		}
+		if err != nil { // no room for the copy: reuse the whole pages only
+			matched -= partialLen
+		} else {
+			kvcache.CopyPage(e.pool, fresh[0], partial, partialLen)
+			pages = append(pages, fresh[0])
+		}
+		e.pool.Release([]int32{partial})
+	}
+	if matched == 0 {
+		e.pool.Release(pages)
+		return
+	}
+	s.kv.Pages = append(s.kv.Pages[:0], pages...)
+	s.kv.Len, s.fed = matched, matched
+	if len(s.generated) == 0 { // first admission (not a recompute after preemption)
+		s.cached = min(matched, len(s.req.Prompt))
+		e.stats.CachedTokens += int64(s.cached)
+	}
 }
 
 // Idle reports whether there is nothing to step.
@@ -195,6 +260,9 @@ func (e *Engine) Stats() Stats {
 	s.Waiting, s.Running = len(e.waiting), len(e.running)
 	s.PagesFree = e.pool.FreePages()
 	s.PagesUsed = e.pool.NumPages() - s.PagesFree
+	if e.index != nil {
+		s.Cache = e.index.Stats()
+	}
 	return s
 }
 
@@ -210,6 +278,9 @@ func (e *Engine) reserve(s *seq, total int) bool {
 		}
 		if err == nil {
 			return true
+		}
+		if e.index != nil && e.index.Evict(e.pool.PagesFor(total)-len(s.kv.Pages)) > 0 {
+			continue // cached prefixes nobody uses go before running sequences
 		}
 		var victim *seq
 		for i := len(e.running) - 1; i >= 0; i-- {
@@ -231,6 +302,7 @@ func (e *Engine) reserve(s *seq, total int) bool {
 // preempt frees a running sequence and requeues it (at the front) to
 // recompute everything it has so far.
 func (e *Engine) preempt(s *seq) {
+	e.donate(s)
 	e.pool.Free(&s.kv)
 	s.fed = 0
 	s.admitted = false
@@ -269,12 +341,17 @@ func (e *Engine) Step() ([]Event, error) {
 	for budget > 0 && len(e.waiting) > 0 && len(e.running) < e.opt.MaxRunning {
 		s := e.waiting[0]
 		n := min(budget, len(s.tokens))
-		if e.pool.PagesFor(n) > e.pool.FreePages() || (e.pool.HasState() && e.pool.FreeSlots() == 0) {
+		free := e.pool.FreePages()
+		if e.index != nil {
+			free += e.index.Evictable()
+		}
+		if e.pool.PagesFor(n) > free || (e.pool.HasState() && e.pool.FreeSlots() == 0) {
 			break // admission waits for free pages
 		}
 		e.waiting = e.waiting[1:]
 		e.running = append(e.running, s)
 		s.admitted = true
+		e.reuse(s)
 		budget -= e.prefill(s, budget)
 	}
 	if len(e.batch) == 0 {
@@ -318,7 +395,7 @@ func (e *Engine) Step() ([]Event, error) {
 				}
 			}
 			if len(s.generated) == 0 {
-				ev.PromptTokens = len(s.req.Prompt)
+				ev.PromptTokens, ev.CachedTokens = len(s.req.Prompt), s.cached
 			}
 			s.generated = append(s.generated, id)
 			s.tokens = append(s.tokens, id)

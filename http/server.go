@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	troupe "github.com/troupe-ai/troupe"
+	"github.com/troupe-ai/troupe/actors"
 	"github.com/troupe-ai/troupe/http/apierr"
 	"github.com/troupe-ai/troupe/http/openai"
 )
@@ -75,6 +76,8 @@ func New(rt *troupe.Runtime, cfg Config) *Server {
 	app.Get("/metrics", func(c *fiber.Ctx) error { metricsHandler(c.Context()); return nil })
 	v1 := app.Group("/v1", s.auth)
 	v1.Get("/models", s.models)
+	v1.Get("/cache/stats", s.cacheStats)
+	v1.Post("/cache/reset", s.cacheReset)
 	api := openai.New(rt, openai.Config{KeepAlive: cfg.KeepAlive})
 	v1.Post("/chat/completions", s.admit, api.ChatCompletions)
 	v1.Post("/completions", s.admit, api.Completions)
@@ -148,6 +151,39 @@ func (s *Server) ready(c *fiber.Ctx) error {
 		return c.Status(fiber.StatusServiceUnavailable).JSON(body)
 	}
 	return c.JSON(fiber.Map{"ready": true, "phase": st.Phase})
+}
+
+// cacheStats serves GET /v1/cache/stats: the prefix cache's counters and
+// the KV pool's occupancy.
+func (s *Server) cacheStats(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := s.rt.SchedulerStats(ctx)
+	if err != nil {
+		return apierr.OpenAI(c, fiber.StatusServiceUnavailable, err.Error(), "")
+	}
+	return c.JSON(cacheJSON(st))
+}
+
+// cacheReset serves POST /v1/cache/reset.
+func (s *Server) cacheReset(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := s.rt.ResetCache(ctx)
+	if err != nil {
+		return apierr.OpenAI(c, fiber.StatusServiceUnavailable, err.Error(), "")
+	}
+	return c.JSON(cacheJSON(st))
+}
+
+func cacheJSON(st *actors.SchedulerStats) fiber.Map {
+	return fiber.Map{
+		"enabled": st.CacheEnabled, "kind": "dense_kv_prefix",
+		"pages_used": st.PagesUsed, "pages_free": st.PagesFree,
+		"cached_pages": st.CachePages, "cached_positions": st.CacheTokens,
+		"lookups": st.CacheLookups, "hits": st.CacheHits, "hit_tokens": st.CacheHitTokens,
+		"cached_tokens": st.CachedTokens, "inserts": st.CacheInserts, "evictions": st.CacheEvictions,
+	}
 }
 
 func (s *Server) models(c *fiber.Ctx) error {

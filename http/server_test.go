@@ -535,3 +535,42 @@ func TestLoadFailure(t *testing.T) {
 		t.Fatalf("/health %d after a failed load", code)
 	}
 }
+
+// TestPromptCacheUsage: with the prompt cache on, a second turn reports the
+// reused history in usage.prompt_tokens_details.cached_tokens, the cache
+// endpoints report it, and a reset empties the cache.
+func TestPromptCacheUsage(t *testing.T) {
+	s := start(t, troupe.Options{PromptCache: true}, troupehttp.Config{})
+	s.waitReady(t)
+	turn1 := `{"messages":[{"role":"system","content":"You are a terse assistant."},{"role":"user","content":"Hi"}],"max_tokens":4,"temperature":0,"ignore_eos":true}`
+	resp, body := s.post(t, "/v1/chat/completions", turn1)
+	if resp.StatusCode != 200 {
+		t.Fatalf("turn 1: %d %s", resp.StatusCode, body)
+	}
+	turn2 := `{"messages":[{"role":"system","content":"You are a terse assistant."},{"role":"user","content":"Hi"},{"role":"assistant","content":"x"},{"role":"user","content":"Again"}],"max_tokens":4,"temperature":0,"ignore_eos":true}`
+	_, body = s.post(t, "/v1/chat/completions", turn2)
+	var out struct {
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+			Details      struct {
+				Cached int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		}
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		t.Fatal(err)
+	}
+	// The shared prefix is the system message and the first user turn.
+	shared := 3 + len("system\nYou are a terse assistant.") + 1 + len("user\nHi") + 1
+	if out.Usage.Details.Cached < shared-1 || out.Usage.Details.Cached >= out.Usage.PromptTokens {
+		t.Fatalf("turn 2 reused %d of %d prompt tokens, want at least %d: %s", out.Usage.Details.Cached, out.Usage.PromptTokens, shared-1, body)
+	}
+	_, stats := s.get(t, "/v1/cache/stats")
+	if !strings.Contains(stats, `"enabled":true`) || !strings.Contains(stats, `"hits":1`) {
+		t.Fatalf("cache stats: %s", stats)
+	}
+	resp, body = s.post(t, "/v1/cache/reset", ``)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"cached_pages":0`) || !strings.Contains(string(body), `"pages_used":0`) {
+		t.Fatalf("reset: %d %s", resp.StatusCode, body)
+	}
+}

@@ -144,6 +144,7 @@ type result struct {
 	content, reasoning strings.Builder
 	tokens             int
 	promptTokens       int
+	cachedTokens       int
 	finish             string
 	logprobs           []fiber.Map
 	calls              []output.ToolCall
@@ -246,6 +247,9 @@ func (a *API) absorb(s *troupe.Stream, proc *output.Processor, res *result, ev *
 	if ev.Error != "" {
 		res.err = ev.Error
 	}
+	if ev.PromptTokens > 0 {
+		res.cachedTokens = int(ev.CachedTokens)
+	}
 	var d output.Delta
 	var lp fiber.Map
 	if ev.HasToken && !proc.Stopped() {
@@ -314,7 +318,7 @@ func logprobEntry(s *troupe.Stream, ev *actors.TokenEvent) fiber.Map {
 
 func (a *API) usage(res *result) fiber.Map {
 	return fiber.Map{"prompt_tokens": res.promptTokens, "completion_tokens": res.tokens,
-		"total_tokens": res.promptTokens + res.tokens, "prompt_tokens_details": fiber.Map{"cached_tokens": 0}}
+		"total_tokens": res.promptTokens + res.tokens, "prompt_tokens_details": fiber.Map{"cached_tokens": res.cachedTokens}}
 }
 
 func toolCalls(calls []output.ToolCall) []fiber.Map {
