@@ -33,6 +33,7 @@ func BenchmarkMatMul(b *testing.B) {
 		opts Options
 	}{
 		{"f32", gpu.F32, Options{}},
+		{"f32widen", gpu.F32, Options{mmMode: 1}},
 		{"bf16", gpu.BF16, Options{}},
 		{"bf16widen", gpu.BF16, Options{mmMode: 1}},
 		{"bf16conv", gpu.BF16, Options{mmMode: 2}},

@@ -153,6 +153,7 @@ func mmConfigs(t *testing.T) []mmConfig {
 			add(k+"/widen", Options{Kernels: k, Threads: 2, mmMode: 1}, 1e-5)
 			add(k+"/conv", Options{Kernels: k, Threads: 2, mmMode: 2}, 1e-5)
 			add(k+"/split", Options{Kernels: k, Threads: 2, mmMode: 3}, 1e-5)
+			add(k+"/pack", Options{Kernels: k, Threads: 2, mmMode: 5}, 1e-5)
 			// FastBF16 rounds x to bf16 (relative error 2^-9 per element).
 			add(k+"/fast", Options{Kernels: k, Threads: 2, FastBF16: true}, 1e-2)
 		}
@@ -180,6 +181,49 @@ func TestMatMul(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/%v/m%d_n%d_k%d", cfg.name, dt, s.m, s.n, s.k), func(t *testing.T) {
 					c.check(t, cfg.dev, tol)
 				})
+			}
+		}
+	}
+}
+
+// TestMatMulPrefill covers the tile edges of the prefill (m >= 16) kernels:
+// strips of x rows, panels of outputs, k blocks, and their tails.
+func TestMatMulPrefill(t *testing.T) {
+	ms := []int{16, 17, 31, 33, 100, 512}
+	ns := []int{1, 31, 33, 192, 576, 1536}
+	ks := []int{1, 15, 17, 300, 577, 1536}
+	if testing.Short() {
+		ms, ns, ks = []int{17, 33}, []int{1, 33, 192}, []int{1, 17, 577}
+	}
+	r := rand.New(rand.NewSource(5))
+	var cfgs []mmConfig
+	for _, c := range mmConfigs(t) {
+		// The prefill kernels of each set with 1-3 threads (plus FastBF16).
+		if c.name == "avx512bf16/t1" || c.name == "avx512bf16/t2" || c.name == "avx512bf16/t3" ||
+			c.name == "avx512bf16/fast" || c.name == "avx2/t2" || c.name == "portable/t2" {
+			cfgs = append(cfgs, c)
+		}
+	}
+	for _, dt := range []gpu.DType{gpu.F32, gpu.BF16, gpu.F16} {
+		for _, m := range ms {
+			for _, n := range ns {
+				for _, k := range ks {
+					// Keep the float64 reference affordable: skip the
+					// largest combinations except a few representative ones.
+					if m*n*k > 8_000_000 && !(m == 512 && (n == 576 || n == 192) && (k == 17 || k == 577)) {
+						continue
+					}
+					c := newMatMulCase(r, dt, m, n, k)
+					for _, cfg := range cfgs {
+						tol := 1e-5
+						if dt == gpu.BF16 {
+							tol = cfg.tol
+						}
+						t.Run(fmt.Sprintf("%s/%v/m%d_n%d_k%d", cfg.name, dt, m, n, k), func(t *testing.T) {
+							c.check(t, cfg.dev, tol)
+						})
+					}
+				}
 			}
 		}
 	}

@@ -11,11 +11,21 @@
 void tr_mm_avx512(const tr_mm_args *a, long n0, long n1, void *scratch);
 size_t tr_mm_scratch_avx512(const tr_mm_args *a);
 void tr_xconv_avx512(const tr_mm_args *a, long m0, long m1);
+void tr_mmp_packa_avx512(const tr_mm_args *a, float *ap, long s0, long s1);
+void tr_mmp_avx512(const tr_mm_args *a, const float *ap, long m0, long m1, long n0, long n1, void *scratch);
+size_t tr_mmp_scratch_avx512(const tr_mm_args *a);
+size_t tr_mmp_abytes_avx512(long m, long k);
 
 const tr_kernels tr_kernels_avx512 = {
 	.mm = tr_mm_avx512,
 	.mm_scratch = tr_mm_scratch_avx512,
 	.xconv = tr_xconv_avx512,
+	.mmp_packa = tr_mmp_packa_avx512,
+	.mmp = tr_mmp_avx512,
+	.mmp_scratch = tr_mmp_scratch_avx512,
+	.mmp_abytes = tr_mmp_abytes_avx512,
+	.mmp_mr = TR_MMP_MR,
+	.mmp_nr = TR_MMP_NR,
 	.silu = silu_avx512,
 	.gelu = gelu_avx512,
 	.softcap = softcap_avx512,

@@ -50,6 +50,9 @@ struct tr_ctx {
 	/* bf16 copies of the activations for the SPLIT/FAST matmul modes. */
 	uint16_t *xb;
 	size_t xbn;
+	/* Activations packed for the TR_MM_PACK matmul. */
+	float *xp;
+	size_t xpn;
 };
 
 typedef struct {
@@ -214,6 +217,7 @@ void tr_free(tr_ctx *c) {
 	free(c->scr);
 	free(c->th);
 	free(c->xb);
+	free(c->xp);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->cv);
 	free(c);
@@ -254,6 +258,77 @@ static void xconv_worker(void *p, int tid, int nth) {
 		j->c->k->xconv(&j->a, m0, m1);
 }
 
+/* Packed matmul: work items are (M part, run of panels); the x strips are
+ * packed by all threads first. */
+typedef struct {
+	tr_ctx *c;
+	tr_mm_args a;
+	long strips, mparts, mstrips; /* strips of x, M parts, strips per part */
+	long panels, pchunk;           /* panels of outputs, panels per item */
+	long nitems;
+	_Atomic long next;
+} mmp_job;
+
+static void mmp_packa_worker(void *p, int tid, int nth) {
+	mmp_job *j = p;
+	long per = (j->strips + nth - 1) / nth;
+	long s0 = (long)tid * per, s1 = s0 + per < j->strips ? s0 + per : j->strips;
+	if (s0 < s1)
+		j->c->k->mmp_packa(&j->a, j->c->xp, s0, s1);
+}
+
+static void mmp_worker(void *p, int tid, int nth) {
+	mmp_job *j = p;
+	(void)nth;
+	const tr_kernels *k = j->c->k;
+	void *s = scratch(j->c, tid, k->mmp_scratch(&j->a));
+	const long MR = k->mmp_mr, NR = k->mmp_nr;
+	for (;;) {
+		long it = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+		if (it >= j->nitems)
+			return;
+		long mi = it % j->mparts, ni = it / j->mparts;
+		long m0 = mi * j->mstrips * MR, m1 = m0 + j->mstrips * MR < j->a.m ? m0 + j->mstrips * MR : j->a.m;
+		long n0 = ni * j->pchunk * NR, n1 = n0 + j->pchunk * NR < j->a.n ? n0 + j->pchunk * NR : j->a.n;
+		if (m0 < m1 && n0 < n1)
+			k->mmp(&j->a, j->c->xp, m0, m1, n0, n1, s);
+	}
+}
+
+static void mm_packed(tr_ctx *c, const tr_mm_args *a, int nth) {
+	mmp_job j = {.c = c, .a = *a};
+	const long MR = c->k->mmp_mr, NR = c->k->mmp_nr;
+	size_t need = c->k->mmp_abytes(a->m, a->k);
+	if (c->xpn < need) {
+		free(c->xp);
+		size_t nn = (need + need / 4 + 4096 + 63) & ~(size_t)63;
+		c->xp = aligned_alloc(64, nn);
+		c->xpn = nn;
+	}
+	j.strips = (a->m + MR - 1) / MR;
+	j.panels = (a->n + NR - 1) / NR;
+	/* Items of whole panels (an item packs its panels of W once per M part,
+	 * and every panel rereads the packed x anyway, so small items cost
+	 * little); with few panels, split M too so that all threads get work. */
+	j.pchunk = 1;
+	if (j.panels > 32L * nth)
+		j.pchunk = j.panels / (32L * nth);
+	long nparts = (j.panels + j.pchunk - 1) / j.pchunk;
+	j.mparts = 1;
+	if (nth > 1 && nparts < 4L * nth) {
+		j.mparts = (4L * nth + nparts - 1) / nparts;
+		long maxp = j.strips / 4 > 1 ? j.strips / 4 : 1; /* at least 4 strips per part */
+		if (j.mparts > maxp)
+			j.mparts = maxp;
+	}
+	j.mstrips = (j.strips + j.mparts - 1) / j.mparts;
+	j.mparts = (j.strips + j.mstrips - 1) / j.mstrips;
+	j.nitems = j.mparts * nparts;
+	run(c, mmp_packa_worker, &j, a->m * a->k >= 16384 ? nth : 1);
+	atomic_store(&j.next, 0);
+	run(c, mmp_worker, &j, nth);
+}
+
 /* Work below this many multiply-adds runs on the calling thread. */
 #define MM_SERIAL 65536L
 
@@ -269,18 +344,27 @@ void tr_matmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, int
 			mode = c->mm_mode;
 		else
 			/* Decode (small m) is memory-bound: widen in registers. Prefill
-			 * is compute-bound: the f32 kernel on an L2-sized converted block
-			 * measured as fast as the hi/lo vdpbf16ps split (within noise on
-			 * Zen 5) and is exact, so it is the default. */
-			mode = m >= 16 ? TR_MM_CONV : TR_MM_WIDEN;
+			 * is compute-bound: the packed outer-product kernel widens the
+			 * weights while packing them and runs exact f32 FMAs near peak
+			 * (faster than the converted block, CONV, and the hi/lo
+			 * vdpbf16ps split, SPLIT, which are kept for benchmarks). */
+			mode = m >= 16 ? TR_MM_PACK : TR_MM_WIDEN;
 	} else if (c->k == &tr_kernels_avx512 && dtype == TR_F16) {
-		mode = (c->mm_mode == TR_MM_CONV || (c->mm_mode == TR_MM_AUTO && m >= 16)) ? TR_MM_CONV : TR_MM_WIDEN;
+		mode = c->mm_mode == TR_MM_CONV || c->mm_mode == TR_MM_PACK ? c->mm_mode
+		       : c->mm_mode == TR_MM_AUTO && m >= 16 ? TR_MM_PACK
+							       : TR_MM_WIDEN;
+	} else if (c->k == &tr_kernels_avx512 && dtype == TR_F32) {
+		mode = c->mm_mode == TR_MM_PACK || (c->mm_mode == TR_MM_AUTO && m >= 16) ? TR_MM_PACK : TR_MM_WIDEN;
 	}
 #endif
 	j.a.mode = mode;
 	int nth = c->nth;
 	if (m * n * k < MM_SERIAL)
 		nth = 1;
+	if (mode == TR_MM_PACK && c->k->mmp) {
+		mm_packed(c, &j.a, nth);
+		return;
+	}
 	if (mode == TR_MM_FAST || mode == TR_MM_SPLIT) {
 		size_t need = (size_t)m * (size_t)k * (mode == TR_MM_SPLIT ? 2 : 1);
 		if (c->xbn < need) {

@@ -14,7 +14,8 @@ enum {
 	TR_MM_WIDEN = 1, /* widen weights to f32 in registers, f32 FMA */
 	TR_MM_CONV = 2,  /* convert an L2-sized weight block to f32, then f32 kernel */
 	TR_MM_SPLIT = 3, /* x = hi + lo (two bf16), two vdpbf16ps per weight load */
-	TR_MM_FAST = 4   /* x rounded to bf16 once, one vdpbf16ps (FastBF16) */
+	TR_MM_FAST = 4,  /* x rounded to bf16 once, one vdpbf16ps (FastBF16) */
+	TR_MM_PACK = 5   /* packed outer-product f32 kernel (any dtype; m >= 16 under AUTO) */
 };
 
 typedef struct tr_ctx tr_ctx;

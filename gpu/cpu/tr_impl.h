@@ -44,6 +44,10 @@ typedef struct {
 	      5 * TR_AL16(m) + (size_t)TR_FLASH_KB * TR_AL16(hd) + TR_AL16(hd) + 16 * 16) +                           \
 	 256)
 
+/* Strip height (x rows) and panel width (outputs) of the packed matmul. */
+#define TR_MMP_MR 12
+#define TR_MMP_NR 32
+
 typedef struct {
 	/* Output rows [n0, n1) of a matmul, all m input rows. scratch holds
 	 * scratch_bytes of per-thread memory (see mm_scratch). */
@@ -51,6 +55,16 @@ typedef struct {
 	size_t (*mm_scratch)(const tr_mm_args *a);
 	/* Rows [m0, m1) of x into bf16 hi (and lo when a->mode == TR_MM_SPLIT). */
 	void (*xconv)(const tr_mm_args *a, long m0, long m1);
+	/* Packed outer-product matmul (TR_MM_PACK; NULL where the set has none).
+	 * mmp_packa packs strips [s0, s1) of mmp_mr rows of x into ap (of
+	 * mmp_abytes(m, k) bytes); mmp computes dst rows [m0, m1) (m0 a multiple
+	 * of mmp_mr) x outputs [n0, n1) from ap, with mmp_scratch bytes of
+	 * per-thread scratch. Work items should be whole panels of mmp_nr outputs. */
+	void (*mmp_packa)(const tr_mm_args *a, float *ap, long s0, long s1);
+	void (*mmp)(const tr_mm_args *a, const float *ap, long m0, long m1, long n0, long n1, void *scratch);
+	size_t (*mmp_scratch)(const tr_mm_args *a);
+	size_t (*mmp_abytes)(long m, long k);
+	int mmp_mr, mmp_nr;
 
 	void (*silu)(float *d, const float *g, const float *u, long n);
 	void (*gelu)(float *d, const float *g, const float *u, long n);
