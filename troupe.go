@@ -158,41 +158,31 @@ func (r *Runtime) PromptCache() bool { return r.opts.PromptCache }
 
 // Status asks the ModelActor for its load phase.
 func (r *Runtime) Status(ctx context.Context) (*actors.LoadStatus, error) {
-	res, err := r.request(ctx, r.pids.Model, &actors.LoadStatusQuery{})
-	if err != nil {
-		return nil, err
-	}
-	st, ok := res.(*actors.LoadStatus)
-	if !ok {
-		return nil, fmt.Errorf("model actor answered %T", res)
-	}
-	return st, nil
+	return ask[*actors.LoadStatus](ctx, r, r.pids.Model, &actors.LoadStatusQuery{})
 }
 
 // ResetCache asks the SchedulerActor to drop every cached prefix.
 func (r *Runtime) ResetCache(ctx context.Context) (*actors.SchedulerStats, error) {
-	res, err := r.request(ctx, r.pids.Scheduler, &actors.CacheReset{})
-	if err != nil {
-		return nil, err
-	}
-	st, ok := res.(*actors.SchedulerStats)
-	if !ok {
-		return nil, fmt.Errorf("scheduler answered %T", res)
-	}
-	return st, nil
+	return ask[*actors.SchedulerStats](ctx, r, r.pids.Scheduler, &actors.CacheReset{})
 }
 
 // SchedulerStats asks the SchedulerActor for its counters.
 func (r *Runtime) SchedulerStats(ctx context.Context) (*actors.SchedulerStats, error) {
-	res, err := r.request(ctx, r.pids.Scheduler, &actors.StatsQuery{})
+	return ask[*actors.SchedulerStats](ctx, r, r.pids.Scheduler, &actors.StatsQuery{})
+}
+
+// ask sends msg to pid and expects an answer of type T.
+func ask[T any](ctx context.Context, r *Runtime, pid *actor.PID, msg any) (T, error) {
+	var zero T
+	res, err := r.request(ctx, pid, msg)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	st, ok := res.(*actors.SchedulerStats)
+	t, ok := res.(T)
 	if !ok {
-		return nil, fmt.Errorf("scheduler answered %T", res)
+		return zero, fmt.Errorf("actor %s answered %T to %T", pid.Id, res, msg)
 	}
-	return st, nil
+	return t, nil
 }
 
 func (r *Runtime) request(ctx context.Context, pid *actor.PID, msg any) (any, error) {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,21 +62,9 @@ func TestGenerateJSON(t *testing.T) {
 	}
 	var second struct{ IDs []int32 }
 	json.Unmarshal([]byte(again), &second)
-	if !equal(second.IDs, got.IDs) {
+	if !slices.Equal(second.IDs, got.IDs) {
 		t.Fatalf("greedy runs differ: %v vs %v", got.IDs, second.IDs)
 	}
-}
-
-func equal(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestBadModelInput: every broken checkpoint ends in one error naming the
