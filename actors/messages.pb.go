@@ -409,8 +409,10 @@ type PrefillJob struct {
 	HistoryBoundary int32 `protobuf:"varint,6,opt,name=history_boundary,json=historyBoundary,proto3" json:"history_boundary,omitempty"`
 	TopLogprobs     int32 `protobuf:"varint,7,opt,name=top_logprobs,json=topLogprobs,proto3" json:"top_logprobs,omitempty"`
 	Logprobs        bool  `protobuf:"varint,8,opt,name=logprobs,proto3" json:"logprobs,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Restricts prompt reuse to one conversation (prompt_cache_key); "" = any.
+	CacheScope    string `protobuf:"bytes,9,opt,name=cache_scope,json=cacheScope,proto3" json:"cache_scope,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PrefillJob) Reset() {
@@ -497,6 +499,13 @@ func (x *PrefillJob) GetLogprobs() bool {
 		return x.Logprobs
 	}
 	return false
+}
+
+func (x *PrefillJob) GetCacheScope() string {
+	if x != nil {
+		return x.CacheScope
+	}
+	return ""
 }
 
 type TopLogprob struct {
@@ -762,8 +771,19 @@ type SchedulerStats struct {
 	CacheEvictions int64 `protobuf:"varint,15,opt,name=cache_evictions,json=cacheEvictions,proto3" json:"cache_evictions,omitempty"`
 	CachePages     int32 `protobuf:"varint,16,opt,name=cache_pages,json=cachePages,proto3" json:"cache_pages,omitempty"`
 	CacheTokens    int64 `protobuf:"varint,17,opt,name=cache_tokens,json=cacheTokens,proto3" json:"cache_tokens,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Snapshot cache (models with recurrent state).
+	CacheKind              string `protobuf:"bytes,18,opt,name=cache_kind,json=cacheKind,proto3" json:"cache_kind,omitempty"` // "dense_kv_prefix" or "snapshot"
+	SnapshotEntries        int64  `protobuf:"varint,19,opt,name=snapshot_entries,json=snapshotEntries,proto3" json:"snapshot_entries,omitempty"`
+	SnapshotBytes          int64  `protobuf:"varint,20,opt,name=snapshot_bytes,json=snapshotBytes,proto3" json:"snapshot_bytes,omitempty"`
+	SnapshotBudget         int64  `protobuf:"varint,21,opt,name=snapshot_budget,json=snapshotBudget,proto3" json:"snapshot_budget,omitempty"`
+	SnapshotSupersedes     int64  `protobuf:"varint,22,opt,name=snapshot_supersedes,json=snapshotSupersedes,proto3" json:"snapshot_supersedes,omitempty"`
+	MissNoCandidate        int64  `protobuf:"varint,23,opt,name=miss_no_candidate,json=missNoCandidate,proto3" json:"miss_no_candidate,omitempty"`
+	MissTooShort           int64  `protobuf:"varint,24,opt,name=miss_too_short,json=missTooShort,proto3" json:"miss_too_short,omitempty"`
+	MissDiverged           int64  `protobuf:"varint,25,opt,name=miss_diverged,json=missDiverged,proto3" json:"miss_diverged,omitempty"`
+	LastMissCommonTokens   int32  `protobuf:"varint,26,opt,name=last_miss_common_tokens,json=lastMissCommonTokens,proto3" json:"last_miss_common_tokens,omitempty"`
+	LastMissSnapshotTokens int32  `protobuf:"varint,27,opt,name=last_miss_snapshot_tokens,json=lastMissSnapshotTokens,proto3" json:"last_miss_snapshot_tokens,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *SchedulerStats) Reset() {
@@ -915,6 +935,76 @@ func (x *SchedulerStats) GetCacheTokens() int64 {
 	return 0
 }
 
+func (x *SchedulerStats) GetCacheKind() string {
+	if x != nil {
+		return x.CacheKind
+	}
+	return ""
+}
+
+func (x *SchedulerStats) GetSnapshotEntries() int64 {
+	if x != nil {
+		return x.SnapshotEntries
+	}
+	return 0
+}
+
+func (x *SchedulerStats) GetSnapshotBytes() int64 {
+	if x != nil {
+		return x.SnapshotBytes
+	}
+	return 0
+}
+
+func (x *SchedulerStats) GetSnapshotBudget() int64 {
+	if x != nil {
+		return x.SnapshotBudget
+	}
+	return 0
+}
+
+func (x *SchedulerStats) GetSnapshotSupersedes() int64 {
+	if x != nil {
+		return x.SnapshotSupersedes
+	}
+	return 0
+}
+
+func (x *SchedulerStats) GetMissNoCandidate() int64 {
+	if x != nil {
+		return x.MissNoCandidate
+	}
+	return 0
+}
+
+func (x *SchedulerStats) GetMissTooShort() int64 {
+	if x != nil {
+		return x.MissTooShort
+	}
+	return 0
+}
+
+func (x *SchedulerStats) GetMissDiverged() int64 {
+	if x != nil {
+		return x.MissDiverged
+	}
+	return 0
+}
+
+func (x *SchedulerStats) GetLastMissCommonTokens() int32 {
+	if x != nil {
+		return x.LastMissCommonTokens
+	}
+	return 0
+}
+
+func (x *SchedulerStats) GetLastMissSnapshotTokens() int32 {
+	if x != nil {
+		return x.LastMissSnapshotTokens
+	}
+	return 0
+}
+
 // CacheReset drops every cached prefix; answered with SchedulerStats.
 type CacheReset struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -978,7 +1068,7 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\x10presence_penalty\x18\x06 \x01(\x02R\x0fpresencePenalty\x12+\n" +
 	"\x11frequency_penalty\x18\a \x01(\x02R\x10frequencyPenalty\x12\x12\n" +
 	"\x04seed\x18\b \x01(\x04R\x04seed\x12\x19\n" +
-	"\bhas_seed\x18\t \x01(\bR\ahasSeed\"\xa2\x02\n" +
+	"\bhas_seed\x18\t \x01(\bR\ahasSeed\"\xc3\x02\n" +
 	"\n" +
 	"PrefillJob\x12\x1d\n" +
 	"\n" +
@@ -990,7 +1080,9 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\bstop_ids\x18\x05 \x03(\x05R\astopIds\x12)\n" +
 	"\x10history_boundary\x18\x06 \x01(\x05R\x0fhistoryBoundary\x12!\n" +
 	"\ftop_logprobs\x18\a \x01(\x05R\vtopLogprobs\x12\x1a\n" +
-	"\blogprobs\x18\b \x01(\bR\blogprobs\"<\n" +
+	"\blogprobs\x18\b \x01(\bR\blogprobs\x12\x1f\n" +
+	"\vcache_scope\x18\t \x01(\tR\n" +
+	"cacheScope\"<\n" +
 	"\n" +
 	"TopLogprob\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\x05R\x05token\x12\x18\n" +
@@ -1011,7 +1103,7 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\"\f\n" +
 	"\n" +
-	"StatsQuery\"\xd4\x04\n" +
+	"StatsQuery\"\x88\b\n" +
 	"\x0eSchedulerStats\x12\x18\n" +
 	"\awaiting\x18\x01 \x01(\x05R\awaiting\x12\x18\n" +
 	"\arunning\x18\x02 \x01(\x05R\arunning\x12\x1d\n" +
@@ -1034,7 +1126,18 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\x0fcache_evictions\x18\x0f \x01(\x03R\x0ecacheEvictions\x12\x1f\n" +
 	"\vcache_pages\x18\x10 \x01(\x05R\n" +
 	"cachePages\x12!\n" +
-	"\fcache_tokens\x18\x11 \x01(\x03R\vcacheTokens\"\f\n" +
+	"\fcache_tokens\x18\x11 \x01(\x03R\vcacheTokens\x12\x1d\n" +
+	"\n" +
+	"cache_kind\x18\x12 \x01(\tR\tcacheKind\x12)\n" +
+	"\x10snapshot_entries\x18\x13 \x01(\x03R\x0fsnapshotEntries\x12%\n" +
+	"\x0esnapshot_bytes\x18\x14 \x01(\x03R\rsnapshotBytes\x12'\n" +
+	"\x0fsnapshot_budget\x18\x15 \x01(\x03R\x0esnapshotBudget\x12/\n" +
+	"\x13snapshot_supersedes\x18\x16 \x01(\x03R\x12snapshotSupersedes\x12*\n" +
+	"\x11miss_no_candidate\x18\x17 \x01(\x03R\x0fmissNoCandidate\x12$\n" +
+	"\x0emiss_too_short\x18\x18 \x01(\x03R\fmissTooShort\x12#\n" +
+	"\rmiss_diverged\x18\x19 \x01(\x03R\fmissDiverged\x125\n" +
+	"\x17last_miss_common_tokens\x18\x1a \x01(\x05R\x14lastMissCommonTokens\x129\n" +
+	"\x19last_miss_snapshot_tokens\x18\x1b \x01(\x05R\x16lastMissSnapshotTokens\"\f\n" +
 	"\n" +
 	"CacheResetB$Z\"github.com/troupe-ai/troupe/actorsb\x06proto3"
 

@@ -86,6 +86,7 @@ func (s *SchedulerActor) submit(ctx actor.Context, j *PrefillJob, requester *act
 			RepetitionPenalty: p.GetRepetitionPenalty(), PresencePenalty: p.GetPresencePenalty(),
 			FrequencyPenalty: p.GetFrequencyPenalty(), Seed: p.GetSeed(), HasSeed: p.GetHasSeed()},
 		Logprobs: j.Logprobs, TopLogprobs: int(j.TopLogprobs),
+		Boundary: int(j.HistoryBoundary), Scope: j.CacheScope,
 	}
 	id, err := s.eng.Submit(req)
 	if err != nil {
@@ -181,13 +182,22 @@ func (s *SchedulerActor) stats() *SchedulerStats {
 		return &SchedulerStats{Waiting: int32(len(s.pending))}
 	}
 	st := s.eng.Stats()
-	c := st.Cache
+	c, sn := st.Cache, st.Snapshots
+	kind := "dense_kv_prefix"
+	lookups, hits, hitTokens, inserts, evictions := c.Lookups, c.Hits, c.HitTokens, c.Inserts, c.Evictions
+	if s.eng.SnapshotCache() {
+		kind = "snapshot"
+		lookups, hits, hitTokens, inserts, evictions = sn.Lookups, sn.Hits, sn.HitTokens, sn.Inserts, sn.Evictions
+	}
 	return &SchedulerStats{Waiting: int32(st.Waiting), Running: int32(st.Running), PagesUsed: int32(st.PagesUsed),
 		PagesFree: int32(st.PagesFree), Preemptions: st.Preemptions, PromptTokens: st.PromptTokens,
 		GeneratedTokens: st.GeneratedTokens, Steps: st.Steps,
-		CacheEnabled: s.eng.PrefixCache(), CacheLookups: c.Lookups, CacheHits: c.Hits, CacheHitTokens: c.HitTokens,
-		CachedTokens: st.CachedTokens, CacheInserts: c.Inserts, CacheEvictions: c.Evictions,
-		CachePages: int32(c.Pages), CacheTokens: int64(c.Tokens)}
+		CacheEnabled: s.eng.PrefixCache(), CacheKind: kind, CacheLookups: lookups, CacheHits: hits, CacheHitTokens: hitTokens,
+		CachedTokens: st.CachedTokens, CacheInserts: inserts, CacheEvictions: evictions,
+		CachePages: int32(c.Pages), CacheTokens: int64(c.Tokens),
+		SnapshotEntries: sn.Entries, SnapshotBytes: sn.Bytes, SnapshotBudget: s.eng.SnapshotBudget(), SnapshotSupersedes: sn.Supersedes,
+		MissNoCandidate: sn.NoCandidate, MissTooShort: sn.TooShort, MissDiverged: sn.Diverged,
+		LastMissCommonTokens: int32(sn.LastDivergedAt), LastMissSnapshotTokens: int32(sn.LastDivergedOf)}
 }
 
 // stepTimeout bounds how long callers wait on the scheduler's answers.

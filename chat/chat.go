@@ -32,6 +32,9 @@ type Request struct {
 	Logprobs    bool
 	TopLogprobs int
 	IgnoreEOS   bool
+	// CacheScope restricts prompt reuse to one conversation (OpenAI's
+	// prompt_cache_key); empty means any.
+	CacheScope string
 }
 
 // IsChat reports whether the request renders a chat template.

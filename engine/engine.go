@@ -63,6 +63,7 @@ type Stats struct {
 	Steps                int64
 	CachedTokens         int64 // prompt tokens reused from the prefix cache
 	Cache                kvcache.IndexStats
+	Snapshots            kvcache.SnapshotStats
 }
 
 // Options tune an Engine.
@@ -74,8 +75,14 @@ type Options struct {
 	MaxRunning int
 	// PrefixCache reuses the KV pages of earlier sequences' common prefixes
 	// (dense-KV models: every layer's state can be cut back to a prefix).
-	// It has no effect on models with recurrent state.
+	// On models whose state cannot be cut back (recurrent, hybrid) it keeps
+	// whole-state snapshots instead: at each request's history boundary and
+	// at the end of each healthy generation.
 	PrefixCache bool
+	// SnapshotBudget bounds the snapshots' memory in bytes; 0 derives it
+	// from the model's per-sequence state (8 conversations per running
+	// sequence, at least 64 MiB).
+	SnapshotBudget int64
 }
 
 // seq is one request's progress.
@@ -90,7 +97,8 @@ type seq struct {
 	fed       int // tokens in the KV
 	generated []int32
 	admitted  bool
-	cached    int // prompt tokens taken from the prefix cache at admission
+	cached    int  // prompt tokens taken from the prefix cache at admission
+	boundary  bool // the history-boundary snapshot was taken
 }
 
 // Engine is continuous batching over one model and one KV pool. Each Step
@@ -121,7 +129,8 @@ type Engine struct {
 	owners []*seq
 	events []Event
 	lsm    []float32
-	index  *kvcache.Index // prefix cache; nil when off
+	index  *kvcache.Index        // prefix cache of dense-KV models; nil when off
+	snaps  *kvcache.SnapshotPool // snapshot cache of the others; nil when off
 }
 
 func grow(s []float32, n int) []float32 {
@@ -140,19 +149,45 @@ func New(m model.Model, dev gpu.Device, pool *kvcache.Pool, opt Options) *Engine
 		opt.MaxRunning = 64
 	}
 	e := &Engine{m: m, dev: dev, pool: pool, opt: opt, vocab: m.Info().Vocab, byID: map[SeqID]*seq{}}
-	if opt.PrefixCache && !pool.HasState() && !model.SnapshotReuse(m.Cache()) {
+	switch {
+	case !opt.PrefixCache:
+	case model.SnapshotReuse(m.Cache()):
+		budget := opt.SnapshotBudget
+		if budget <= 0 {
+			var perSeq int64
+			for _, n := range model.PoolLayout(m.Cache()).StateSizes {
+				perSeq += int64(4 * n)
+			}
+			budget = max(64<<20, 8*int64(opt.MaxRunning)*perSeq)
+		}
+		e.snaps = kvcache.NewSnapshotPool(budget)
+	default:
 		e.index = kvcache.NewIndex(pool)
 	}
 	return e
 }
 
-// PrefixCache reports whether the prefix cache is on.
-func (e *Engine) PrefixCache() bool { return e.index != nil }
+// SnapshotCache reports whether prompt reuse works by whole-state snapshots.
+func (e *Engine) SnapshotCache() bool { return e.snaps != nil }
+
+// SnapshotBudget is the snapshot cache's byte budget (0 when off).
+func (e *Engine) SnapshotBudget() int64 {
+	if e.snaps == nil {
+		return 0
+	}
+	return e.snaps.Budget()
+}
+
+// PrefixCache reports whether the prefix cache (pages or snapshots) is on.
+func (e *Engine) PrefixCache() bool { return e.index != nil || e.snaps != nil }
 
 // ResetCache drops every cached prefix (pages of running sequences stay).
 func (e *Engine) ResetCache() {
 	if e.index != nil {
 		e.index.Reset()
+	}
+	if e.snaps != nil {
+		e.snaps.Reset()
 	}
 }
 
@@ -210,6 +245,23 @@ func (e *Engine) drop(s *seq) {
 	e.running = slices.DeleteFunc(e.running, func(x *seq) bool { return x == s })
 }
 
+// finish ends a sequence that generated to its end: its final state is
+// worth keeping for the next turn of its conversation.
+func (e *Engine) finish(s *seq) {
+	if e.snaps != nil && s.kv.Len > 0 {
+		e.snapshot(s)
+	}
+	e.drop(s)
+}
+
+// snapshot stores the whole state of s (covering its fed tokens).
+func (e *Engine) snapshot(s *seq) {
+	snap, err := e.m.Snapshot(e.pool, &s.kv, s.tokens[:s.kv.Len])
+	if err == nil {
+		e.snaps.Put(snap, s.req.Scope)
+	}
+}
+
 // donate records the positions s has computed in the prefix cache, so later
 // requests sharing the prefix reuse its pages.
 func (e *Engine) donate(s *seq) {
@@ -222,7 +274,14 @@ func (e *Engine) donate(s *seq) {
 // its tokens (keeping at least one token to compute, whose logits start the
 // generation). A prefix ending inside a page gets a private copy of that page.
 func (e *Engine) reuse(s *seq) {
-	if e.index == nil || s.fed > 0 || len(s.tokens) < 2 {
+	if s.fed > 0 || len(s.tokens) < 2 {
+		return
+	}
+	if e.snaps != nil {
+		e.restore(s)
+		return
+	}
+	if e.index == nil {
 		return
 	}
 	pages, matched, partial, partialLen := e.index.Lookup(s.tokens[:len(s.tokens)-1])
@@ -251,6 +310,26 @@ func (e *Engine) reuse(s *seq) {
 	}
 }
 
+// restore starts s from the longest stored snapshot of a prefix of its
+// tokens (keeping at least one token to compute).
+func (e *Engine) restore(s *seq) {
+	found := e.snaps.Lookup(s.tokens[:len(s.tokens)-1], s.req.Scope)
+	snap, ok := found.(*model.Snapshot)
+	if !ok {
+		return
+	}
+	kv, err := snap.Restore(e.pool)
+	if err != nil {
+		return // no room: compute from the start
+	}
+	s.kv = *kv
+	s.fed = kv.Len
+	if len(s.generated) == 0 {
+		s.cached = min(kv.Len, len(s.req.Prompt))
+		e.stats.CachedTokens += int64(s.cached)
+	}
+}
+
 // Idle reports whether there is nothing to step.
 func (e *Engine) Idle() bool { return len(e.waiting) == 0 && len(e.running) == 0 }
 
@@ -262,6 +341,9 @@ func (e *Engine) Stats() Stats {
 	s.PagesUsed = e.pool.NumPages() - s.PagesFree
 	if e.index != nil {
 		s.Cache = e.index.Stats()
+	}
+	if e.snaps != nil {
+		s.Snapshots = e.snaps.Stats()
 	}
 	return s
 }
@@ -370,6 +452,10 @@ func (e *Engine) Step() ([]Event, error) {
 		s := e.owners[i]
 		s.fed += len(b.Tokens)
 		s.kv.Len = s.fed
+		if e.snaps != nil && !s.boundary && s.req.Boundary > 0 && s.fed == s.req.Boundary {
+			s.boundary = true
+			e.snapshot(s)
+		}
 		if s.fed <= len(s.req.Prompt) {
 			e.stats.PromptTokens += int64(len(b.Tokens))
 		}
@@ -409,7 +495,7 @@ func (e *Engine) Step() ([]Event, error) {
 			}
 		}
 		if ev.Finish != NotFinished {
-			e.drop(s)
+			e.finish(s)
 		}
 		e.events = append(e.events, ev)
 	}
@@ -420,6 +506,9 @@ func (e *Engine) Step() ([]Event, error) {
 // returns its size; 0 if the pool had no room.
 func (e *Engine) prefill(s *seq, budget int) int {
 	n := min(budget, len(s.tokens)-s.fed)
+	if b := s.req.Boundary; e.snaps != nil && !s.boundary && s.fed < b && b < len(s.tokens) && s.fed+n > b {
+		n = b - s.fed // stop exactly at the history boundary to snapshot it
+	}
 	if !e.reserve(s, s.fed+n) {
 		return 0
 	}

@@ -25,6 +25,14 @@ type Request struct {
 	// model's distribution, with the TopLogprobs most likely alternatives.
 	Logprobs    bool
 	TopLogprobs int
+	// Boundary is the length in tokens of the prompt's history boundary
+	// (the conversation up to its last assistant turn), 0 when none. On
+	// snapshot-reuse models prefill stops exactly there once, so the state
+	// after the history is stored for the next turn.
+	Boundary int
+	// Scope restricts snapshot reuse to one conversation (prompt_cache_key);
+	// empty means any.
+	Scope string
 }
 
 // Result is what a Request produced.

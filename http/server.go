@@ -177,13 +177,23 @@ func (s *Server) cacheReset(c *fiber.Ctx) error {
 }
 
 func cacheJSON(st *actors.SchedulerStats) fiber.Map {
-	return fiber.Map{
-		"enabled": st.CacheEnabled, "kind": "dense_kv_prefix",
+	m := fiber.Map{
+		"enabled": st.CacheEnabled, "kind": st.CacheKind,
 		"pages_used": st.PagesUsed, "pages_free": st.PagesFree,
-		"cached_pages": st.CachePages, "cached_positions": st.CacheTokens,
 		"lookups": st.CacheLookups, "hits": st.CacheHits, "hit_tokens": st.CacheHitTokens,
 		"cached_tokens": st.CachedTokens, "inserts": st.CacheInserts, "evictions": st.CacheEvictions,
 	}
+	if st.CacheKind == "snapshot" {
+		m["snapshots"] = st.SnapshotEntries
+		m["bytes"], m["budget_bytes"] = st.SnapshotBytes, st.SnapshotBudget
+		m["supersedes"] = st.SnapshotSupersedes
+		m["misses"] = fiber.Map{"no_candidate": st.MissNoCandidate, "prefix_too_short": st.MissTooShort,
+			"diverged": st.MissDiverged, "last_diverged_at_tokens": st.LastMissCommonTokens,
+			"last_diverged_snapshot_tokens": st.LastMissSnapshotTokens}
+	} else {
+		m["cached_pages"], m["cached_positions"] = st.CachePages, st.CacheTokens
+	}
+	return m
 }
 
 func (s *Server) models(c *fiber.Ctx) error {

@@ -574,3 +574,40 @@ func TestPromptCacheUsage(t *testing.T) {
 		t.Fatalf("reset: %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestSnapshotPromptCache: on a snapshot-reuse model the history boundary a
+// preparer renders becomes a snapshot during prefill, so the next turn
+// reuses the whole history even though the reply text was chosen by the
+// client, and /v1/cache/stats reports the snapshot cache.
+func TestSnapshotPromptCache(t *testing.T) {
+	s := start(t, troupe.Options{Model: mambaDir(t), PromptCache: true}, troupehttp.Config{})
+	s.waitReady(t)
+	turn := func(msgs string) int {
+		_, body := s.post(t, "/v1/chat/completions", `{"messages":`+msgs+`,"max_tokens":3,"ignore_eos":true}`)
+		var out struct {
+			Usage struct {
+				Details struct {
+					Cached int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			}
+		}
+		if err := json.Unmarshal(body, &out); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
+		return out.Usage.Details.Cached
+	}
+	turn(`[{"role":"user","content":"Hi"}]`)
+	two := `[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello!"},{"role":"user","content":"How?"}]`
+	turn(two)
+	three := `[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello!"},{"role":"user","content":"How?"},{"role":"assistant","content":"Fine."},{"role":"user","content":"Good"}]`
+	// The history of turn 2 ("...Hello!<|im_end|>\n") was stored as a
+	// snapshot when turn 2 was prefilled; turn 3 extends it.
+	history := 3 + len("user\nHi") + 1 + len("assistant\nHello!") + 1
+	if got := turn(three); got < history {
+		t.Fatalf("turn 3 reused %d tokens, want at least the %d of turn 2's history", got, history)
+	}
+	_, stats := s.get(t, "/v1/cache/stats")
+	if !strings.Contains(stats, `"kind":"snapshot"`) || strings.Contains(stats, `"snapshots":0`) {
+		t.Fatalf("cache stats: %s", stats)
+	}
+}

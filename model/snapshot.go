@@ -90,3 +90,9 @@ func (s *Snapshot) Restore(pool *kvcache.Pool) (*kvcache.Seq, error) {
 	seq.Len = n
 	return seq, nil
 }
+
+// Covered returns the tokens the snapshot covers (kvcache.Snapshot).
+func (s *Snapshot) Covered() []int32 { return s.Tokens }
+
+// Size returns the bytes the snapshot holds (kvcache.Snapshot).
+func (s *Snapshot) Size() int64 { return s.Bytes }

@@ -57,6 +57,7 @@ type chatRequest struct {
 	Tools               json.RawMessage `json:"tools"`
 	ToolChoice          json.RawMessage `json:"tool_choice"`
 	ChatTemplateKwargs  json.RawMessage `json:"chat_template_kwargs"`
+	PromptCacheKey      string          `json:"prompt_cache_key"`
 }
 
 type completionRequest struct {
@@ -260,6 +261,7 @@ func chatFromRequest(req *chatRequest) (*chat.Request, error) {
 		r.Kwargs = d
 	}
 	r.Logprobs = req.Logprobs
+	r.CacheScope = req.PromptCacheKey
 	if req.TopLogprobs != nil {
 		if *req.TopLogprobs < 0 || *req.TopLogprobs > 20 {
 			return nil, bad("top_logprobs", "top_logprobs must be between 0 and 20, got %d", *req.TopLogprobs)
