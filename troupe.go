@@ -212,6 +212,25 @@ func (r *Runtime) Prepare(ctx context.Context, req *chat.Request, inspect bool) 
 	return out, nil
 }
 
+// WarmUp asks, after a turn of a conversation on a snapshot-reuse model
+// finished with reply, for the history the next turn will render to be
+// prefilled from the best snapshot and stored, when the scheduler is idle.
+// It returns once the job is queued; errors only mean no warm-up.
+func (r *Runtime) WarmUp(ctx context.Context, req *chat.Request, reply string) error {
+	id := "warm-" + strconv.FormatUint(r.next.Add(1), 10)
+	p := r.pids.Preparers[int(r.next.Load())%len(r.pids.Preparers)]
+	res, err := r.request(ctx, p, &actors.Prepare{ID: id, Request: req, PromptCache: r.opts.PromptCache, WarmUpReply: &reply})
+	if err != nil {
+		return err
+	}
+	out, ok := res.(*actors.Prepared)
+	if !ok || out.Err != nil || out.Job == nil {
+		return fmt.Errorf("warm-up not prepared: %v", out.Err)
+	}
+	r.system.Root.Send(r.pids.Scheduler, out.Job)
+	return nil
+}
+
 // Stream is one generation in flight.
 type Stream struct {
 	// Prepared is the prompt the model sees.

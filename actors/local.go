@@ -23,6 +23,9 @@ type Prepare struct {
 	PromptCache bool
 	// InspectOnly prepares without building a job (prompt inspection).
 	InspectOnly bool
+	// WarmUpReply, when set, asks for a warm-up job instead: the history the
+	// next turn will share once this reply is part of the conversation.
+	WarmUpReply *string
 }
 
 // Prepared answers Prepare.

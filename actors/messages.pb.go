@@ -410,7 +410,10 @@ type PrefillJob struct {
 	TopLogprobs     int32 `protobuf:"varint,7,opt,name=top_logprobs,json=topLogprobs,proto3" json:"top_logprobs,omitempty"`
 	Logprobs        bool  `protobuf:"varint,8,opt,name=logprobs,proto3" json:"logprobs,omitempty"`
 	// Restricts prompt reuse to one conversation (prompt_cache_key); "" = any.
-	CacheScope    string `protobuf:"bytes,9,opt,name=cache_scope,json=cacheScope,proto3" json:"cache_scope,omitempty"`
+	CacheScope string `protobuf:"bytes,9,opt,name=cache_scope,json=cacheScope,proto3" json:"cache_scope,omitempty"`
+	// A warm-up: prefill the history as the next turn will render it and keep
+	// its snapshot; no tokens are generated and nobody waits for it.
+	WarmUp        bool `protobuf:"varint,10,opt,name=warm_up,json=warmUp,proto3" json:"warm_up,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -506,6 +509,13 @@ func (x *PrefillJob) GetCacheScope() string {
 		return x.CacheScope
 	}
 	return ""
+}
+
+func (x *PrefillJob) GetWarmUp() bool {
+	if x != nil {
+		return x.WarmUp
+	}
+	return false
 }
 
 type TopLogprob struct {
@@ -782,6 +792,7 @@ type SchedulerStats struct {
 	MissDiverged           int64  `protobuf:"varint,25,opt,name=miss_diverged,json=missDiverged,proto3" json:"miss_diverged,omitempty"`
 	LastMissCommonTokens   int32  `protobuf:"varint,26,opt,name=last_miss_common_tokens,json=lastMissCommonTokens,proto3" json:"last_miss_common_tokens,omitempty"`
 	LastMissSnapshotTokens int32  `protobuf:"varint,27,opt,name=last_miss_snapshot_tokens,json=lastMissSnapshotTokens,proto3" json:"last_miss_snapshot_tokens,omitempty"`
+	WarmUps                int64  `protobuf:"varint,28,opt,name=warm_ups,json=warmUps,proto3" json:"warm_ups,omitempty"`
 	unknownFields          protoimpl.UnknownFields
 	sizeCache              protoimpl.SizeCache
 }
@@ -1005,6 +1016,13 @@ func (x *SchedulerStats) GetLastMissSnapshotTokens() int32 {
 	return 0
 }
 
+func (x *SchedulerStats) GetWarmUps() int64 {
+	if x != nil {
+		return x.WarmUps
+	}
+	return 0
+}
+
 // CacheReset drops every cached prefix; answered with SchedulerStats.
 type CacheReset struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1068,7 +1086,7 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\x10presence_penalty\x18\x06 \x01(\x02R\x0fpresencePenalty\x12+\n" +
 	"\x11frequency_penalty\x18\a \x01(\x02R\x10frequencyPenalty\x12\x12\n" +
 	"\x04seed\x18\b \x01(\x04R\x04seed\x12\x19\n" +
-	"\bhas_seed\x18\t \x01(\bR\ahasSeed\"\xc3\x02\n" +
+	"\bhas_seed\x18\t \x01(\bR\ahasSeed\"\xdc\x02\n" +
 	"\n" +
 	"PrefillJob\x12\x1d\n" +
 	"\n" +
@@ -1082,7 +1100,9 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\ftop_logprobs\x18\a \x01(\x05R\vtopLogprobs\x12\x1a\n" +
 	"\blogprobs\x18\b \x01(\bR\blogprobs\x12\x1f\n" +
 	"\vcache_scope\x18\t \x01(\tR\n" +
-	"cacheScope\"<\n" +
+	"cacheScope\x12\x17\n" +
+	"\awarm_up\x18\n" +
+	" \x01(\bR\x06warmUp\"<\n" +
 	"\n" +
 	"TopLogprob\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\x05R\x05token\x12\x18\n" +
@@ -1103,7 +1123,7 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\"\f\n" +
 	"\n" +
-	"StatsQuery\"\x88\b\n" +
+	"StatsQuery\"\xa3\b\n" +
 	"\x0eSchedulerStats\x12\x18\n" +
 	"\awaiting\x18\x01 \x01(\x05R\awaiting\x12\x18\n" +
 	"\arunning\x18\x02 \x01(\x05R\arunning\x12\x1d\n" +
@@ -1137,7 +1157,8 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\x0emiss_too_short\x18\x18 \x01(\x03R\fmissTooShort\x12#\n" +
 	"\rmiss_diverged\x18\x19 \x01(\x03R\fmissDiverged\x125\n" +
 	"\x17last_miss_common_tokens\x18\x1a \x01(\x05R\x14lastMissCommonTokens\x129\n" +
-	"\x19last_miss_snapshot_tokens\x18\x1b \x01(\x05R\x16lastMissSnapshotTokens\"\f\n" +
+	"\x19last_miss_snapshot_tokens\x18\x1b \x01(\x05R\x16lastMissSnapshotTokens\x12\x19\n" +
+	"\bwarm_ups\x18\x1c \x01(\x03R\awarmUps\"\f\n" +
 	"\n" +
 	"CacheResetB$Z\"github.com/troupe-ai/troupe/actorsb\x06proto3"
 

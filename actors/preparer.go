@@ -97,6 +97,18 @@ func (p *RequestPreparer) prepare(ctx actor.Context, msg *Prepare, sender *actor
 	if p.hook != nil {
 		p.hook(msg)
 	}
+	if msg.WarmUpReply != nil {
+		ids, err := p.assets.WarmUp(msg.Request, *msg.WarmUpReply)
+		out := &Prepared{Assets: p.assets, Capability: capability, Err: err}
+		if err == nil {
+			out.Job = &PrefillJob{RequestId: msg.ID, Prompt: ids, WarmUp: true, CacheScope: msg.Request.CacheScope,
+				Sampling: &SamplingParams{}}
+		}
+		if sender != nil {
+			ctx.Send(sender, out)
+		}
+		return
+	}
 	withBoundary := false
 	if msg.PromptCache && msg.Request.IsChat() && msg.Request.TextOnly() {
 		switch capability {

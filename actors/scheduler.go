@@ -26,6 +26,7 @@ type SchedulerActor struct {
 	byReq    map[string]engine.SeqID
 	jobs     map[engine.SeqID]*jobState
 	stepping bool
+	warmUps  []*PrefillJob // run only when the engine is otherwise idle
 }
 
 type pendingJob struct {
@@ -56,6 +57,13 @@ func (s *SchedulerActor) Receive(ctx actor.Context) {
 			s.submit(ctx, p.job, p.sender)
 		}
 	case *PrefillJob:
+		if msg.WarmUp {
+			if s.eng != nil && s.eng.PrefixCache() && len(msg.Prompt) > 1 {
+				s.warmUps = append(s.warmUps, msg)
+				s.kick(ctx)
+			}
+			return
+		}
 		if s.eng == nil {
 			s.pending = append(s.pending, pendingJob{msg, ctx.Sender()})
 			s.metrics.QueueDepth.Set(float64(len(s.pending)))
@@ -119,6 +127,13 @@ func (s *SchedulerActor) cancel(reqID string) {
 }
 
 func (s *SchedulerActor) kick(ctx actor.Context) {
+	if s.eng != nil && s.eng.Idle() && len(s.warmUps) > 0 {
+		w := s.warmUps[0]
+		s.warmUps = s.warmUps[1:]
+		if _, err := s.eng.Submit(engine.Request{Prompt: w.Prompt, MaxTokens: 0, Scope: w.CacheScope, WarmUp: true}); err != nil {
+			s.log.Debug("warm-up rejected", "err", err)
+		}
+	}
 	if !s.stepping && s.eng != nil && !s.eng.Idle() {
 		s.stepping = true
 		ctx.Send(ctx.Self(), &step{})
@@ -197,7 +212,8 @@ func (s *SchedulerActor) stats() *SchedulerStats {
 		CachePages: int32(c.Pages), CacheTokens: int64(c.Tokens),
 		SnapshotEntries: sn.Entries, SnapshotBytes: sn.Bytes, SnapshotBudget: s.eng.SnapshotBudget(), SnapshotSupersedes: sn.Supersedes,
 		MissNoCandidate: sn.NoCandidate, MissTooShort: sn.TooShort, MissDiverged: sn.Diverged,
-		LastMissCommonTokens: int32(sn.LastDivergedAt), LastMissSnapshotTokens: int32(sn.LastDivergedOf)}
+		LastMissCommonTokens: int32(sn.LastDivergedAt), LastMissSnapshotTokens: int32(sn.LastDivergedOf),
+		WarmUps: st.WarmUps}
 }
 
 // stepTimeout bounds how long callers wait on the scheduler's answers.

@@ -170,3 +170,41 @@ func (a *Assets) Prepare(r *Request, withBoundary bool) (*Prepared, error) {
 // encode tokenizes a rendered prompt: the template wrote the special tokens,
 // so none are added (as transformers' apply_chat_template(tokenize=True)).
 func (a *Assets) encode(text string) []int32 { return a.Tokenizer.EncodeIDs(text, false) }
+
+// WarmUp renders what the next turn of r's conversation will share with
+// this one once reply is its answer: the conversation plus the reply as an
+// assistant message, followed by two different placeholder user messages;
+// the common prefix of their token ids is the history the next turn will
+// render, whatever the template does to earlier turns (qwen3 drops the think
+// block, gpt-oss rewrites the end token, Mistral moves the tools).
+func (a *Assets) WarmUp(r *Request, reply string) ([]int32, error) {
+	tmpl := a.Template
+	if r.Tools != nil && a.ToolTemplate != nil {
+		tmpl = a.ToolTemplate
+	}
+	if tmpl == nil || !r.IsChat() {
+		return nil, ErrNoTemplate
+	}
+	var ids [2][]int32
+	for i, placeholder := range []string{"A", "B"} {
+		msgs := append(append([]any{}, r.Messages...), message("assistant", reply), message("user", placeholder))
+		text, err := tmpl.RenderChat(templates.ChatInput{Messages: msgs, Tools: r.Tools, Documents: r.Documents,
+			AddGenerationPrompt: true, SpecialTokens: a.SpecialTokens, Kwargs: r.Kwargs})
+		if err != nil {
+			return nil, err
+		}
+		ids[i] = a.encode(text)
+	}
+	n := 0
+	for n < len(ids[0]) && n < len(ids[1]) && ids[0][n] == ids[1][n] {
+		n++
+	}
+	return ids[0][:n], nil
+}
+
+func message(role, content string) *templates.Dict {
+	d := templates.NewDict(2)
+	d.Set("role", role)
+	d.Set("content", content)
+	return d
+}

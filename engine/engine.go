@@ -62,6 +62,7 @@ type Stats struct {
 	GeneratedTokens      int64
 	Steps                int64
 	CachedTokens         int64 // prompt tokens reused from the prefix cache
+	WarmUps              int64 // warm-up prefills run
 	Cache                kvcache.IndexStats
 	Snapshots            kvcache.SnapshotStats
 }
@@ -251,6 +252,9 @@ func (e *Engine) finish(s *seq) {
 	if e.snaps != nil && s.kv.Len > 0 {
 		e.snapshot(s)
 	}
+	if s.req.WarmUp {
+		e.stats.WarmUps++
+	}
 	e.drop(s)
 }
 
@@ -324,7 +328,7 @@ func (e *Engine) restore(s *seq) {
 	}
 	s.kv = *kv
 	s.fed = kv.Len
-	if len(s.generated) == 0 {
+	if len(s.generated) == 0 && !s.req.WarmUp {
 		s.cached = min(kv.Len, len(s.req.Prompt))
 		e.stats.CachedTokens += int64(s.cached)
 	}

@@ -33,6 +33,9 @@ type Request struct {
 	// Scope restricts snapshot reuse to one conversation (prompt_cache_key);
 	// empty means any.
 	Scope string
+	// WarmUp marks a prefill-only request that exists to leave a snapshot
+	// (MaxTokens 0); counted separately.
+	WarmUp bool
 }
 
 // Result is what a Request produced.

@@ -182,6 +182,7 @@ func cacheJSON(st *actors.SchedulerStats) fiber.Map {
 		"pages_used": st.PagesUsed, "pages_free": st.PagesFree,
 		"lookups": st.CacheLookups, "hits": st.CacheHits, "hit_tokens": st.CacheHitTokens,
 		"cached_tokens": st.CachedTokens, "inserts": st.CacheInserts, "evictions": st.CacheEvictions,
+		"warm_ups": st.WarmUps,
 	}
 	if st.CacheKind == "snapshot" {
 		m["snapshots"] = st.SnapshotEntries

@@ -565,8 +565,13 @@ func TestPromptCacheUsage(t *testing.T) {
 	if out.Usage.Details.Cached < shared-1 || out.Usage.Details.Cached >= out.Usage.PromptTokens {
 		t.Fatalf("turn 2 reused %d of %d prompt tokens, want at least %d: %s", out.Usage.Details.Cached, out.Usage.PromptTokens, shared-1, body)
 	}
+	waitWarmUps(t, s, 2) // each turn's history is prefilled ahead for the next
 	_, stats := s.get(t, "/v1/cache/stats")
-	if !strings.Contains(stats, `"enabled":true`) || !strings.Contains(stats, `"hits":1`) {
+	var cs struct {
+		Enabled bool
+		Hits    int
+	}
+	if err := json.Unmarshal([]byte(stats), &cs); err != nil || !cs.Enabled || cs.Hits < 1 {
 		t.Fatalf("cache stats: %s", stats)
 	}
 	resp, body = s.post(t, "/v1/cache/reset", ``)

@@ -177,6 +177,7 @@ func (a *API) run(c *fiber.Ctx, r *chat.Request, stream, includeUsage, isChat bo
 		if res.err != "" {
 			return apierr.OpenAI(c, fiber.StatusBadRequest, res.err, "")
 		}
+		a.warmUp(s, r, res)
 		return c.JSON(a.final(id, created, res, isChat, r))
 	}
 	c.Locals(localStreaming, true)
@@ -204,6 +205,9 @@ func (a *API) run(c *fiber.Ctx, r *chat.Request, stream, includeUsage, isChat bo
 			case ev, ok := <-s.Events:
 				if !ok {
 					a.finishStream(w, id, created, res, isChat, includeUsage, r)
+					if res.err == "" {
+						a.warmUp(s, r, res)
+					}
 					return
 				}
 				okWrite := a.absorb(s, proc, res, ev, r, func(d output.Delta, lp fiber.Map) bool {
@@ -239,6 +243,18 @@ func (a *API) run(c *fiber.Ctx, r *chat.Request, stream, includeUsage, isChat bo
 		}
 	})
 	return nil
+}
+
+// warmUp asks for the next turn's history to be prefilled ahead, as the
+// next turn will render it with this reply in it: templates re-render
+// earlier assistant turns (and a generated reply may not re-tokenize to the
+// ids it was generated as), so the state of the last turn alone does not
+// cover it. Tool-call turns are left alone.
+func (a *API) warmUp(s *troupe.Stream, r *chat.Request, res *result) {
+	if !r.IsChat() || !a.rt.PromptCache() || res.calls != nil {
+		return
+	}
+	go a.rt.WarmUp(context.Background(), r, res.content.String())
 }
 
 // absorb processes one token event into res; emit (streaming) receives the
