@@ -26,7 +26,8 @@ type SchedulerActor struct {
 	byReq    map[string]engine.SeqID
 	jobs     map[engine.SeqID]*jobState
 	stepping bool
-	warmUps  []*PrefillJob // run only when the engine is otherwise idle
+	warmUps  []*PrefillJob   // run only when the engine is otherwise idle
+	last     *SchedulerStats // counters already added to the metrics
 }
 
 type pendingJob struct {
@@ -185,11 +186,32 @@ func (s *SchedulerActor) step(ctx actor.Context) {
 }
 
 func (s *SchedulerActor) publish() {
-	st := s.eng.Stats()
-	s.metrics.QueueDepth.Set(float64(st.Waiting))
-	s.metrics.Running.Set(float64(st.Running))
-	s.metrics.KVPagesUsed.Set(float64(st.PagesUsed))
-	s.metrics.KVPagesFree.Set(float64(st.PagesFree))
+	st := s.stats()
+	m := s.metrics
+	m.QueueDepth.Set(float64(st.Waiting))
+	m.Running.Set(float64(st.Running))
+	m.KVPagesUsed.Set(float64(st.PagesUsed))
+	m.KVPagesFree.Set(float64(st.PagesFree))
+	last := s.last
+	if last == nil {
+		last = &SchedulerStats{}
+	}
+	add := func(c interface{ Add(float64) }, now, before int64) {
+		if now > before {
+			c.Add(float64(now - before))
+		}
+	}
+	add(m.CacheLookups, st.CacheLookups, last.CacheLookups)
+	add(m.CacheHits, st.CacheHits, last.CacheHits)
+	add(m.CachedTokens, st.CachedTokens, last.CachedTokens)
+	add(m.CacheInserts, st.CacheInserts, last.CacheInserts)
+	add(m.CacheEvictions, st.CacheEvictions, last.CacheEvictions)
+	add(m.CacheSupersedes, st.SnapshotSupersedes, last.SnapshotSupersedes)
+	add(m.CacheWarmUps, st.WarmUps, last.WarmUps)
+	add(m.CacheMisses.WithLabelValues("no_candidate"), st.MissNoCandidate, last.MissNoCandidate)
+	add(m.CacheMisses.WithLabelValues("prefix_too_short"), st.MissTooShort, last.MissTooShort)
+	add(m.CacheMisses.WithLabelValues("diverged"), st.MissDiverged, last.MissDiverged)
+	s.last = st
 }
 
 func (s *SchedulerActor) stats() *SchedulerStats {

@@ -574,6 +574,9 @@ func TestPromptCacheUsage(t *testing.T) {
 	if err := json.Unmarshal([]byte(stats), &cs); err != nil || !cs.Enabled || cs.Hits < 1 {
 		t.Fatalf("cache stats: %s", stats)
 	}
+	if _, m := s.get(t, "/metrics"); !strings.Contains(m, "troupe_prompt_cache_hits_total") || strings.Contains(m, "troupe_prompt_cache_hits_total 0\n") {
+		t.Fatalf("prometheus cache counters:\n%s", grep(m, "prompt_cache"))
+	}
 	resp, body = s.post(t, "/v1/cache/reset", ``)
 	if resp.StatusCode != 200 || !strings.Contains(string(body), `"cached_pages":0`) || !strings.Contains(string(body), `"pages_used":0`) {
 		t.Fatalf("reset: %d %s", resp.StatusCode, body)

@@ -15,6 +15,14 @@
 //	history_renders_total{outcome}      history-boundary renders by preparers: rendered
 //	                                    (snapshot-reuse model), fail_open (capability not yet
 //	                                    known), skipped_dense (dense-KV model: not rendered)
+//	prompt_cache_lookups_total          prompt-cache lookups (one per admitted request and warm-up)
+//	prompt_cache_hits_total             lookups that reused at least one token
+//	prompt_cache_cached_tokens_total    prompt tokens reused, summed over requests
+//	prompt_cache_inserts_total          prefixes (pages) or snapshots stored
+//	prompt_cache_evictions_total        pages or snapshots evicted for room
+//	prompt_cache_supersedes_total       snapshots superseded by a newer one of their conversation
+//	prompt_cache_warm_ups_total         next-turn histories prefilled ahead
+//	prompt_cache_misses_total{reason}   snapshot misses: no_candidate, prefix_too_short, diverged
 package metrics
 
 import (
@@ -36,6 +44,10 @@ type Metrics struct {
 	GeneratedTokens prometheus.Counter
 	Preemptions     prometheus.Counter
 	HistoryRenders  *prometheus.CounterVec
+
+	CacheLookups, CacheHits, CachedTokens, CacheInserts prometheus.Counter
+	CacheEvictions, CacheSupersedes, CacheWarmUps       prometheus.Counter
+	CacheMisses                                         *prometheus.CounterVec
 }
 
 // History-render outcomes.
@@ -66,8 +78,21 @@ func New() *Metrics {
 		HistoryRenders: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "troupe_history_renders_total",
 			Help: "History-boundary decisions of the request preparers: rendered, fail_open, skipped_dense."}, []string{"outcome"}),
 	}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: "troupe_prompt_cache_" + name, Help: help})
+	}
+	m.CacheLookups = counter("lookups_total", "Prompt-cache lookups (admitted requests and warm-ups).")
+	m.CacheHits = counter("hits_total", "Prompt-cache lookups that reused at least one token.")
+	m.CachedTokens = counter("cached_tokens_total", "Prompt tokens reused from the prompt cache.")
+	m.CacheInserts = counter("inserts_total", "Prefixes or snapshots stored in the prompt cache.")
+	m.CacheEvictions = counter("evictions_total", "Pages or snapshots evicted from the prompt cache.")
+	m.CacheSupersedes = counter("supersedes_total", "Snapshots superseded by a newer one of their conversation.")
+	m.CacheWarmUps = counter("warm_ups_total", "Next-turn histories prefilled ahead.")
+	m.CacheMisses = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "troupe_prompt_cache_misses_total",
+		Help: "Snapshot-cache misses by reason."}, []string{"reason"})
 	r.MustRegister(m.Requests, m.TTFT, m.InterToken, m.QueueDepth, m.Running, m.KVPagesUsed, m.KVPagesFree,
 		m.PromptTokens, m.GeneratedTokens, m.Preemptions, m.HistoryRenders,
+		m.CacheLookups, m.CacheHits, m.CachedTokens, m.CacheInserts, m.CacheEvictions, m.CacheSupersedes, m.CacheWarmUps, m.CacheMisses,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, o := range []string{Rendered, FailOpen, SkippedDense} {
 		m.HistoryRenders.WithLabelValues(o)
