@@ -64,7 +64,16 @@ func conversation(t *testing.T, e *engine.Engine) [][]int32 {
 // greedy tokens with the prefix cache on and off, reuses the history from
 // turn 2 on, and gives every page back.
 func TestPrefixCacheKeepsOutputs(t *testing.T) {
+	for _, arch := range []string{"llama", "qwen3"} {
+		t.Run(arch, func(t *testing.T) { prefixCacheKeepsOutputs(t, arch) })
+	}
+}
+
+func prefixCacheKeepsOutputs(t *testing.T, arch string) {
 	m := tinyModel(t)
+	if arch != "llama" {
+		m = archModel(t, arch)
+	}
 	prompts := conversation(t, engine.New(m, ref.Device{}, tinyPool(t, m, 64), engine.Options{}))
 	// Then an unrelated request, which needs the cached conversation's pages
 	// back in the tiny pool.

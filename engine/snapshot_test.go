@@ -69,6 +69,18 @@ func TestSnapshotCacheKeepsOutputs(t *testing.T) {
 			if st.Hits != 4 || st.Supersedes == 0 {
 				t.Errorf("snapshot stats %+v", st)
 			}
+			// A budget of about one snapshot evicts all the time and never
+			// changes the outputs.
+			small := engine.New(m, ref.Device{}, newPool(), engine.Options{PrefixCache: true, SnapshotBudget: st.Bytes / max(st.Entries, 1) * 3 / 2})
+			got, _ = runTurns(t, small, prompts, 4)
+			for i := range want {
+				if !slices.Equal(got[i], want[i]) {
+					t.Errorf("small budget, turn %d: %v, want %v", i, got[i], want[i])
+				}
+			}
+			if small.Stats().Snapshots.Evictions == 0 {
+				t.Errorf("the small budget never evicted: %+v", small.Stats().Snapshots)
+			}
 			e.ResetCache()
 			if pool.FreePages() != pool.NumPages() || pool.FreeSlots() != 4 {
 				t.Fatalf("leak: %d pages, %d slots free", pool.FreePages(), pool.FreeSlots())
