@@ -28,6 +28,7 @@ type workspace struct {
 	router             []float32
 	moeIn, moeOut      []float32
 	moeRows            []int32
+	fused              []float32 // output of a joined projection before the split
 }
 
 type ropeTable struct {
@@ -144,8 +145,60 @@ func (hd *head) logits(dev gpu.Device, ws *workspace, seqs []Seq, x []float32, R
 	return ws.logits
 }
 
+// fuseRows is the largest step (in rows) that runs the q/k/v and gate/up
+// projections as one matmul each: decode steps are bound by dispatch and
+// weight streaming, so one call over the concatenated weights beats three;
+// large prefill chunks skip the split copy and use views of the same memory.
+const fuseRows = 64
+
+// concatRows joins weights of one dtype and width into one matrix (rows in
+// order) and returns it with views of the parts. Weights of mixed dtypes are
+// returned unjoined (nil).
+func concatRows(parts ...*gpu.Weight) (*gpu.Weight, []*gpu.Weight) {
+	if parts[0] == nil {
+		return nil, parts
+	}
+	rows, size := 0, 0
+	for _, p := range parts {
+		if p == nil || p.DType != parts[0].DType || p.Cols != parts[0].Cols {
+			return nil, parts
+		}
+		rows += p.Rows
+		size += len(p.Data)
+	}
+	data := make([]byte, 0, size)
+	for _, p := range parts {
+		data = append(data, p.Data...)
+	}
+	joined := &gpu.Weight{DType: parts[0].DType, Rows: rows, Cols: parts[0].Cols, Data: data}
+	views := make([]*gpu.Weight, len(parts))
+	r := 0
+	for i, p := range parts {
+		views[i] = joined.RowSlice(r, r+p.Rows)
+		r += p.Rows
+	}
+	return joined, views
+}
+
+// splitRows copies the column blocks of each of rows rows of src (widths
+// summing to src's width) into dsts.
+func splitRows(src []float32, rows int, dsts [][]float32, widths []int) {
+	n := 0
+	for _, w := range widths {
+		n += w
+	}
+	for r := 0; r < rows; r++ {
+		off := r * n
+		for i, d := range dsts {
+			copy(d[r*widths[i]:(r+1)*widths[i]], src[off:off+widths[i]])
+			off += widths[i]
+		}
+	}
+}
+
 // attention is one multi-head attention block with grouped KV heads.
 type attention struct {
+	wqkv                    *gpu.Weight // q, k and v rows joined (views below share it)
 	wq, wk, wv, wo          *gpu.Weight
 	bq, bk, bv, bo          []float32
 	qNorm, kNorm            []float32 // per-head RMSNorm before RoPE (Qwen3, Gemma 3)
@@ -162,14 +215,15 @@ type attention struct {
 func loadAttention(w *Weights, prefix string, a attention, hidden int, fused, qkvBias, oBias, qkNorm bool) attention {
 	Q, KV := a.heads*a.headDim, a.kvHeads*a.headDim
 	if fused {
-		qkv := w.Matrix(prefix+"qkv_proj.weight", Q+2*KV, hidden)
-		if qkv != nil {
-			a.wq, a.wk, a.wv = qkv.RowSlice(0, Q), qkv.RowSlice(Q, Q+KV), qkv.RowSlice(Q+KV, Q+2*KV)
+		a.wqkv = w.Matrix(prefix+"qkv_proj.weight", Q+2*KV, hidden)
+		if a.wqkv != nil {
+			a.wq, a.wk, a.wv = a.wqkv.RowSlice(0, Q), a.wqkv.RowSlice(Q, Q+KV), a.wqkv.RowSlice(Q+KV, Q+2*KV)
 		}
 	} else {
-		a.wq = w.Matrix(prefix+"q_proj.weight", Q, hidden)
-		a.wk = w.Matrix(prefix+"k_proj.weight", KV, hidden)
-		a.wv = w.Matrix(prefix+"v_proj.weight", KV, hidden)
+		var views []*gpu.Weight
+		a.wqkv, views = concatRows(w.Matrix(prefix+"q_proj.weight", Q, hidden),
+			w.Matrix(prefix+"k_proj.weight", KV, hidden), w.Matrix(prefix+"v_proj.weight", KV, hidden))
+		a.wq, a.wk, a.wv = views[0], views[1], views[2]
 	}
 	a.wo = w.Matrix(prefix+"o_proj.weight", hidden, Q)
 	if qkvBias {
@@ -199,11 +253,18 @@ func (a *attention) cache() LayerCache {
 // step's keys and values are stored into kv first.
 func (a *attention) forward(dev gpu.Device, ws *workspace, kv *gpu.KVLayer, in, out []float32) {
 	T, D := ws.T, a.headDim
-	ws.q, ws.att = grow(ws.q, T*a.heads*D), grow(ws.att, T*a.heads*D)
-	ws.k, ws.v = grow(ws.k, T*a.kvHeads*D), grow(ws.v, T*a.kvHeads*D)
-	dev.MatMul(ws.q, in, T, a.wq)
-	dev.MatMul(ws.k, in, T, a.wk)
-	dev.MatMul(ws.v, in, T, a.wv)
+	Q, KV := a.heads*D, a.kvHeads*D
+	ws.q, ws.att = grow(ws.q, T*Q), grow(ws.att, T*Q)
+	ws.k, ws.v = grow(ws.k, T*KV), grow(ws.v, T*KV)
+	if a.wqkv != nil && T <= fuseRows {
+		ws.fused = grow(ws.fused, T*(Q+2*KV))
+		dev.MatMul(ws.fused, in, T, a.wqkv)
+		splitRows(ws.fused, T, [][]float32{ws.q, ws.k, ws.v}, []int{Q, KV, KV})
+	} else {
+		dev.MatMul(ws.q, in, T, a.wq)
+		dev.MatMul(ws.k, in, T, a.wk)
+		dev.MatMul(ws.v, in, T, a.wv)
+	}
 	if a.bq != nil {
 		dev.AddBias(ws.q, a.bq)
 		dev.AddBias(ws.k, a.bk)
@@ -243,6 +304,7 @@ func storeKV(kv *gpu.KVLayer, k, v []float32, seqs []gpu.AttnSeq) {
 
 // mlp is the gated feed-forward block: down(act(gate(x)) * up(x)).
 type mlp struct {
+	gateUp            *gpu.Weight // gate and up rows joined (views below share it)
 	gate, up, down    *gpu.Weight
 	bGate, bUp, bDown []float32
 	gelu              bool // gelu_pytorch_tanh instead of SiLU
@@ -253,13 +315,14 @@ type mlp struct {
 func loadMLP(w *Weights, prefix string, hidden, inter int, fused, bias, gelu bool) mlp {
 	m := mlp{gelu: gelu}
 	if fused {
-		gu := w.Matrix(prefix+"gate_up_proj.weight", 2*inter, hidden)
-		if gu != nil {
-			m.gate, m.up = gu.RowSlice(0, inter), gu.RowSlice(inter, 2*inter)
+		m.gateUp = w.Matrix(prefix+"gate_up_proj.weight", 2*inter, hidden)
+		if m.gateUp != nil {
+			m.gate, m.up = m.gateUp.RowSlice(0, inter), m.gateUp.RowSlice(inter, 2*inter)
 		}
 	} else {
-		m.gate = w.Matrix(prefix+"gate_proj.weight", inter, hidden)
-		m.up = w.Matrix(prefix+"up_proj.weight", inter, hidden)
+		var views []*gpu.Weight
+		m.gateUp, views = concatRows(w.Matrix(prefix+"gate_proj.weight", inter, hidden), w.Matrix(prefix+"up_proj.weight", inter, hidden))
+		m.gate, m.up = views[0], views[1]
 	}
 	m.down = w.Matrix(prefix+"down_proj.weight", hidden, inter)
 	if bias {
@@ -274,8 +337,14 @@ func loadMLP(w *Weights, prefix string, hidden, inter int, fused, bias, gelu boo
 func (m *mlp) forward(dev gpu.Device, ws *workspace, in, out []float32, rows int) {
 	I := m.gate.Rows
 	ws.gate, ws.up = grow(ws.gate, rows*I), grow(ws.up, rows*I)
-	dev.MatMul(ws.gate, in, rows, m.gate)
-	dev.MatMul(ws.up, in, rows, m.up)
+	if m.gateUp != nil && rows <= fuseRows {
+		ws.fused = grow(ws.fused, rows*2*I)
+		dev.MatMul(ws.fused, in, rows, m.gateUp)
+		splitRows(ws.fused, rows, [][]float32{ws.gate, ws.up}, []int{I, I})
+	} else {
+		dev.MatMul(ws.gate, in, rows, m.gate)
+		dev.MatMul(ws.up, in, rows, m.up)
+	}
 	if m.bGate != nil {
 		dev.AddBias(ws.gate, m.bGate)
 		dev.AddBias(ws.up, m.bUp)
