@@ -166,6 +166,16 @@ func (r *Runtime) ResetCache(ctx context.Context) (*actors.SchedulerStats, error
 	return ask[*actors.SchedulerStats](ctx, r, r.pids.Scheduler, &actors.CacheReset{})
 }
 
+// Reusable asks the SchedulerActor how many tokens of prompt its cache would
+// reuse right now.
+func (r *Runtime) Reusable(ctx context.Context, prompt []int32, scope string) (int, error) {
+	res, err := ask[*actors.CacheProbeResult](ctx, r, r.pids.Scheduler, &actors.CacheProbe{Prompt: prompt, CacheScope: scope})
+	if err != nil {
+		return 0, err
+	}
+	return int(res.ReusableTokens), nil
+}
+
 // SchedulerStats asks the SchedulerActor for its counters.
 func (r *Runtime) SchedulerStats(ctx context.Context) (*actors.SchedulerStats, error) {
 	return ask[*actors.SchedulerStats](ctx, r, r.pids.Scheduler, &actors.StatsQuery{})

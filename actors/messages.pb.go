@@ -1060,6 +1060,104 @@ func (*CacheReset) Descriptor() ([]byte, []int) {
 	return file_actors_messages_proto_rawDescGZIP(), []int{13}
 }
 
+// CacheProbe asks how many tokens of a prompt the cache would reuse now;
+// answered with CacheProbeResult.
+type CacheProbe struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Prompt        []int32                `protobuf:"varint,1,rep,packed,name=prompt,proto3" json:"prompt,omitempty"`
+	CacheScope    string                 `protobuf:"bytes,2,opt,name=cache_scope,json=cacheScope,proto3" json:"cache_scope,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CacheProbe) Reset() {
+	*x = CacheProbe{}
+	mi := &file_actors_messages_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CacheProbe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CacheProbe) ProtoMessage() {}
+
+func (x *CacheProbe) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_messages_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CacheProbe.ProtoReflect.Descriptor instead.
+func (*CacheProbe) Descriptor() ([]byte, []int) {
+	return file_actors_messages_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CacheProbe) GetPrompt() []int32 {
+	if x != nil {
+		return x.Prompt
+	}
+	return nil
+}
+
+func (x *CacheProbe) GetCacheScope() string {
+	if x != nil {
+		return x.CacheScope
+	}
+	return ""
+}
+
+type CacheProbeResult struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ReusableTokens int32                  `protobuf:"varint,1,opt,name=reusable_tokens,json=reusableTokens,proto3" json:"reusable_tokens,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CacheProbeResult) Reset() {
+	*x = CacheProbeResult{}
+	mi := &file_actors_messages_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CacheProbeResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CacheProbeResult) ProtoMessage() {}
+
+func (x *CacheProbeResult) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_messages_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CacheProbeResult.ProtoReflect.Descriptor instead.
+func (*CacheProbeResult) Descriptor() ([]byte, []int) {
+	return file_actors_messages_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CacheProbeResult) GetReusableTokens() int32 {
+	if x != nil {
+		return x.ReusableTokens
+	}
+	return 0
+}
+
 var File_actors_messages_proto protoreflect.FileDescriptor
 
 const file_actors_messages_proto_rawDesc = "" +
@@ -1160,7 +1258,14 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\x19last_miss_snapshot_tokens\x18\x1b \x01(\x05R\x16lastMissSnapshotTokens\x12\x19\n" +
 	"\bwarm_ups\x18\x1c \x01(\x03R\awarmUps\"\f\n" +
 	"\n" +
-	"CacheResetB$Z\"github.com/troupe-ai/troupe/actorsb\x06proto3"
+	"CacheReset\"E\n" +
+	"\n" +
+	"CacheProbe\x12\x16\n" +
+	"\x06prompt\x18\x01 \x03(\x05R\x06prompt\x12\x1f\n" +
+	"\vcache_scope\x18\x02 \x01(\tR\n" +
+	"cacheScope\";\n" +
+	"\x10CacheProbeResult\x12'\n" +
+	"\x0freusable_tokens\x18\x01 \x01(\x05R\x0ereusableTokensB$Z\"github.com/troupe-ai/troupe/actorsb\x06proto3"
 
 var (
 	file_actors_messages_proto_rawDescOnce sync.Once
@@ -1174,7 +1279,7 @@ func file_actors_messages_proto_rawDescGZIP() []byte {
 	return file_actors_messages_proto_rawDescData
 }
 
-var file_actors_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_actors_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_actors_messages_proto_goTypes = []any{
 	(*CapabilityReady)(nil),   // 0: troupe.actors.CapabilityReady
 	(*CapabilityAck)(nil),     // 1: troupe.actors.CapabilityAck
@@ -1190,6 +1295,8 @@ var file_actors_messages_proto_goTypes = []any{
 	(*StatsQuery)(nil),        // 11: troupe.actors.StatsQuery
 	(*SchedulerStats)(nil),    // 12: troupe.actors.SchedulerStats
 	(*CacheReset)(nil),        // 13: troupe.actors.CacheReset
+	(*CacheProbe)(nil),        // 14: troupe.actors.CacheProbe
+	(*CacheProbeResult)(nil),  // 15: troupe.actors.CacheProbeResult
 }
 var file_actors_messages_proto_depIdxs = []int32{
 	6, // 0: troupe.actors.PrefillJob.sampling:type_name -> troupe.actors.SamplingParams
@@ -1212,7 +1319,7 @@ func file_actors_messages_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_actors_messages_proto_rawDesc), len(file_actors_messages_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

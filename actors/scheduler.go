@@ -78,6 +78,12 @@ func (s *SchedulerActor) Receive(ctx actor.Context) {
 		s.step(ctx)
 	case *StatsQuery:
 		ctx.Respond(s.stats())
+	case *CacheProbe:
+		n := 0
+		if s.eng != nil {
+			n = s.eng.Reusable(msg.Prompt, msg.CacheScope)
+		}
+		ctx.Respond(&CacheProbeResult{ReusableTokens: int32(n)})
 	case *CacheReset:
 		if s.eng != nil {
 			s.eng.ResetCache()

@@ -168,6 +168,21 @@ func New(m model.Model, dev gpu.Device, pool *kvcache.Pool, opt Options) *Engine
 	return e
 }
 
+// Reusable reports how many tokens of prompt the cache would reuse if it
+// were admitted now (at least one token is always computed).
+func (e *Engine) Reusable(prompt []int32, scope string) int {
+	if len(prompt) < 2 {
+		return 0
+	}
+	switch {
+	case e.index != nil:
+		return e.index.Peek(prompt[:len(prompt)-1])
+	case e.snaps != nil:
+		return e.snaps.Peek(prompt[:len(prompt)-1], scope)
+	}
+	return 0
+}
+
 // SnapshotCache reports whether prompt reuse works by whole-state snapshots.
 func (e *Engine) SnapshotCache() bool { return e.snaps != nil }
 

@@ -80,6 +80,11 @@ func New(rt *troupe.Runtime, cfg Config) *Server {
 	v1.Post("/cache/reset", s.cacheReset)
 	api := openai.New(rt, openai.Config{KeepAlive: cfg.KeepAlive})
 	v1.Post("/chat/completions", s.admit, api.ChatCompletions)
+	v1.Post("/chat/completions/input_tokens", api.ChatInputTokens)
+	// Prompt inspection (llama.cpp- and vLLM-style routes).
+	app.Post("/tokenize", s.auth, api.Tokenize)
+	app.Post("/detokenize", s.auth, api.Detokenize)
+	app.Post("/apply-template", s.auth, api.ApplyTemplate)
 	v1.Post("/completions", s.admit, api.Completions)
 	s.App = app
 	return s

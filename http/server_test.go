@@ -619,3 +619,59 @@ func TestSnapshotPromptCache(t *testing.T) {
 		t.Fatalf("cache stats: %s", stats)
 	}
 }
+
+// TestPromptInspection: the inspection routes answer through the same
+// preparer as generation: the prompt and ids the chat route prefills, the
+// boundary decision, and what the cache would reuse now.
+func TestPromptInspection(t *testing.T) {
+	s := start(t, troupe.Options{PromptCache: true}, troupehttp.Config{})
+	s.waitReady(t)
+	msgs := `"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Yo"},{"role":"user","content":"More"}]`
+	_, body := s.post(t, "/apply-template", `{`+msgs+`}`)
+	want := "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nYo<|im_end|>\n<|im_start|>user\nMore<|im_end|>\n<|im_start|>assistant\n"
+	var at struct{ Prompt string }
+	if json.Unmarshal(body, &at); at.Prompt != want {
+		t.Fatalf("apply-template: %s", body)
+	}
+	_, body = s.post(t, "/tokenize", `{"content":"Hi!","with_pieces":true}`)
+	if string(body) != `{"tokens":[{"id":72,"piece":"H"},{"id":105,"piece":"i"},{"id":33,"piece":"!"}]}` {
+		t.Fatalf("tokenize: %s", body)
+	}
+	_, body = s.post(t, "/tokenize", `{`+msgs+`}`)
+	var tk struct{ Tokens []int32 }
+	json.Unmarshal(body, &tk)
+	_, body = s.post(t, "/detokenize", fmt.Sprintf(`{"tokens":%s}`, mustJSON(tk.Tokens)))
+	var dt struct{ Content string }
+	if json.Unmarshal(body, &dt); dt.Content != want {
+		t.Fatalf("detokenize of the tokenized chat: %s", body)
+	}
+	if resp, body := s.post(t, "/detokenize", `{"tokens":[99999]}`); resp.StatusCode != 400 || !strings.Contains(string(body), "tokens[0]") {
+		t.Fatalf("bad token: %d %s", resp.StatusCode, body)
+	}
+	probe := func() map[string]any {
+		_, body := s.post(t, "/v1/chat/completions/input_tokens", `{`+msgs+`}`)
+		var out map[string]any
+		if err := json.Unmarshal(body, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	out := probe()
+	if out["prompt"] != want || int(out["input_tokens"].(float64)) != len(tk.Tokens) || out["cached_tokens"].(float64) != 0 {
+		t.Fatalf("input_tokens before any request: %v", out)
+	}
+	if hb := out["history_boundary"].(map[string]any); hb["rendered"] != false || !strings.Contains(hb["reason"].(string), "dense") {
+		t.Fatalf("boundary on a dense model: %v", hb)
+	}
+	if resp, body := s.post(t, "/v1/chat/completions", `{`+msgs+`,"max_tokens":2}`); resp.StatusCode != 200 {
+		t.Fatalf("chat: %s", body)
+	}
+	if out := probe(); out["cached_tokens"].(float64) != float64(len(tk.Tokens)-1) {
+		t.Fatalf("after the same prompt ran, the cache would reuse %v of %d tokens", out["cached_tokens"], len(tk.Tokens))
+	}
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}

@@ -78,6 +78,37 @@ func NewIndex(pool *Pool) *Index {
 // tokens[:len(tokens)-1].
 func (x *Index) Lookup(tokens []int32) (pages []int32, matched int, partial int32, partialLen int) {
 	x.lookups++
+	pages, last, best, partialLen := x.match(tokens)
+	partial = -1
+	if best != nil {
+		partial = best.page
+	}
+	matched = len(pages)*x.pool.pageSize + partialLen
+	if matched == 0 {
+		return nil, 0, -1, 0
+	}
+	x.hits++
+	x.hitTokens += int64(matched)
+	x.clock++
+	x.touch(last)
+	x.pool.Retain(pages)
+	if partial >= 0 {
+		x.pool.Retain([]int32{partial})
+	}
+	return pages, matched, partial, partialLen
+}
+
+// Peek reports how many leading tokens Lookup would match now, without
+// retaining anything or touching the statistics and the LRU order (prompt
+// inspection).
+func (x *Index) Peek(tokens []int32) int {
+	pages, _, _, partialLen := x.match(tokens)
+	return len(pages)*x.pool.pageSize + partialLen
+}
+
+// match walks the tree: the whole pages that match, the deepest node
+// reached, and the best partially matching child with its match length.
+func (x *Index) match(tokens []int32) (pages []int32, last, best *node, partialLen int) {
 	ps := x.pool.pageSize
 	n := &x.root
 	pos := 0
@@ -90,8 +121,6 @@ func (x *Index) Lookup(tokens []int32) (pages []int32, matched int, partial int3
 		n = c
 		pos += ps
 	}
-	partial = -1
-	var best *node
 	rest := tokens[pos:]
 	for _, c := range n.children {
 		l := commonPrefix(c.key, rest)
@@ -104,23 +133,11 @@ func (x *Index) Lookup(tokens []int32) (pages []int32, matched int, partial int3
 			best, partialLen = c, l
 		}
 	}
+	last = n
 	if best != nil {
-		partial = best.page
-		n = best
+		last = best
 	}
-	matched = pos + partialLen
-	if matched == 0 {
-		return nil, 0, -1, 0
-	}
-	x.hits++
-	x.hitTokens += int64(matched)
-	x.clock++
-	x.touch(n)
-	x.pool.Retain(pages)
-	if partial >= 0 {
-		x.pool.Retain([]int32{partial})
-	}
-	return pages, matched, partial, partialLen
+	return pages, last, best, partialLen
 }
 
 // Insert records that pages hold the KV of tokens: position p in page

@@ -101,6 +101,19 @@ func (p *SnapshotPool) Lookup(tokens []int32, scope string) Snapshot {
 	return nil
 }
 
+// Peek reports how many leading tokens the longest stored snapshot that is a
+// prefix of tokens covers, without touching statistics or LRU order.
+func (p *SnapshotPool) Peek(tokens []int32, scope string) int {
+	best := 0
+	for _, e := range p.entries {
+		c := e.snap.Covered()
+		if (scope == "" || e.scope == scope) && len(c) <= len(tokens) && len(c) > best && slices.Equal(c, tokens[:len(c)]) {
+			best = len(c)
+		}
+	}
+	return best
+}
+
 // Put stores a snapshot under scope. Snapshots of the same scope whose
 // tokens it extends are marked superseded; then superseded and least
 // recently used snapshots are evicted until it fits. A snapshot covering

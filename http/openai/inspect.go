@@ -1,0 +1,165 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/troupe-ai/troupe/actors"
+	"github.com/troupe-ai/troupe/chat"
+)
+
+// Prompt inspection: the same preparer (render + encode, capability gate
+// included) the generating routes use, answering with what they would
+// prefill instead of generating.
+
+type tokenizeRequest struct {
+	Content    *string         `json:"content"` // llama.cpp
+	Prompt     *string         `json:"prompt"`  // vLLM
+	Messages   json.RawMessage `json:"messages"`
+	Tools      json.RawMessage `json:"tools"`
+	AddSpecial *bool           `json:"add_special"`
+	WithPieces bool            `json:"with_pieces"`
+}
+
+func (a *API) prepare(c *fiber.Ctx, r *chat.Request) (*actors.Prepared, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return a.rt.Prepare(ctx, r, true)
+}
+
+// Tokenize serves POST /tokenize: text (content or prompt) or chat messages
+// to token ids, optionally with their pieces.
+func (a *API) Tokenize(c *fiber.Ctx) error {
+	var req tokenizeRequest
+	if err := decode(c.Body(), &req); err != nil {
+		return a.fail(c, err)
+	}
+	var text *string
+	switch {
+	case req.Content != nil:
+		text = req.Content
+	case req.Prompt != nil:
+		text = req.Prompt
+	case len(req.Messages) > 0:
+		r, err := chatFromRequest(&chatRequest{Messages: req.Messages, Tools: req.Tools})
+		if err != nil {
+			return a.fail(c, err)
+		}
+		p, err := a.prepare(c, r)
+		if err != nil {
+			return a.fail(c, err)
+		}
+		return c.JSON(fiber.Map{"tokens": a.tokens(p, p.Prepared.IDs, req.WithPieces)})
+	default:
+		return a.fail(c, bad("content", "give content (or prompt) text, or messages"))
+	}
+	// Text: the tokenizer alone, special tokens added unless add_special is false.
+	p, err := a.prepare(c, &chat.Request{PromptIDs: []int32{0}})
+	if err != nil {
+		return a.fail(c, err)
+	}
+	addSpecial := req.AddSpecial == nil || *req.AddSpecial
+	ids := p.Assets.Tokenizer.EncodeIDs(*text, addSpecial)
+	return c.JSON(fiber.Map{"tokens": a.tokens(p, ids, req.WithPieces)})
+}
+
+func (a *API) tokens(p *actors.Prepared, ids []int32, pieces bool) any {
+	if !pieces {
+		if ids == nil {
+			return []int32{}
+		}
+		return ids
+	}
+	out := make([]fiber.Map, len(ids))
+	for i, id := range ids {
+		piece, _ := p.Assets.Tokenizer.IDToken(id)
+		out[i] = fiber.Map{"id": id, "piece": piece}
+	}
+	return out
+}
+
+// Detokenize serves POST /detokenize: token ids to text.
+func (a *API) Detokenize(c *fiber.Ctx) error {
+	var req struct {
+		Tokens []int32 `json:"tokens"`
+	}
+	if err := decode(c.Body(), &req); err != nil {
+		return a.fail(c, err)
+	}
+	p, err := a.prepare(c, &chat.Request{PromptIDs: []int32{0}})
+	if err != nil {
+		return a.fail(c, err)
+	}
+	vocab := p.Assets.Tokenizer.VocabSize()
+	for i, id := range req.Tokens {
+		if id < 0 || int(id) >= vocab {
+			return a.fail(c, bad(fmt.Sprintf("tokens[%d]", i), "token %d is outside the vocabulary of %d", id, vocab))
+		}
+	}
+	return c.JSON(fiber.Map{"content": p.Assets.Tokenizer.Decode(req.Tokens, false)})
+}
+
+// ApplyTemplate serves POST /apply-template: messages to the prompt text.
+func (a *API) ApplyTemplate(c *fiber.Ctx) error {
+	var req chatRequest
+	if err := decode(c.Body(), &req); err != nil {
+		return a.fail(c, err)
+	}
+	r, err := chatFromRequest(&req)
+	if err != nil {
+		return a.fail(c, err)
+	}
+	p, err := a.prepare(c, r)
+	if err != nil {
+		return a.fail(c, err)
+	}
+	return c.JSON(fiber.Map{"prompt": p.Prepared.Prompt})
+}
+
+// ChatInputTokens serves POST /v1/chat/completions/input_tokens: exactly
+// what the generating route would prefill for the same body, whether the
+// history boundary was rendered (and why not), and how many tokens the
+// prompt cache would reuse right now.
+func (a *API) ChatInputTokens(c *fiber.Ctx) error {
+	var req chatRequest
+	if err := decode(c.Body(), &req); err != nil {
+		return a.fail(c, err)
+	}
+	if err := a.checkModel(req.Model); err != nil {
+		return a.fail(c, err)
+	}
+	r, err := chatFromRequest(&req)
+	if err != nil {
+		return a.fail(c, err)
+	}
+	p, err := a.prepare(c, r)
+	if err != nil {
+		return a.fail(c, err)
+	}
+	prep := p.Prepared
+	reason := prep.BoundaryNote
+	switch {
+	case !a.rt.PromptCache():
+		reason = "prompt cache off"
+	case p.Capability == actors.DenseKV && !prep.BoundaryRendered:
+		reason = "dense model: any common prefix is reused, no boundary needed"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	reusable, err := a.rt.Reusable(ctx, prep.IDs, r.CacheScope)
+	if err != nil {
+		return a.fail(c, err)
+	}
+	boundary := fiber.Map{"rendered": prep.BoundaryRendered, "tokens": prep.Boundary}
+	if !prep.BoundaryRendered || prep.Boundary == 0 {
+		boundary["reason"] = reason
+	}
+	return c.JSON(fiber.Map{
+		"object": "input_tokens", "model": a.rt.Name(), "prompt": prep.Prompt, "input_tokens": len(prep.IDs),
+		"capability": p.Capability.String(), "history_boundary": boundary, "cached_tokens": reusable,
+	})
+}
