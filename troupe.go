@@ -206,8 +206,7 @@ func (r *Runtime) request(ctx context.Context, pid *actor.PID, msg any) (any, er
 // Prepare renders and tokenizes req through a RequestPreparer (the same path
 // generation takes). With inspect, no job is built.
 func (r *Runtime) Prepare(ctx context.Context, req *chat.Request, inspect bool) (*actors.Prepared, error) {
-	id := "req-" + strconv.FormatUint(r.next.Add(1), 10)
-	p := r.pids.Preparers[int(r.next.Load())%len(r.pids.Preparers)]
+	id, p := r.pick("req-")
 	res, err := r.request(ctx, p, &actors.Prepare{ID: id, Request: req, PromptCache: r.opts.PromptCache, InspectOnly: inspect})
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
@@ -227,8 +226,7 @@ func (r *Runtime) Prepare(ctx context.Context, req *chat.Request, inspect bool) 
 // prefilled from the best snapshot and stored, when the scheduler is idle.
 // It returns once the job is queued; errors only mean no warm-up.
 func (r *Runtime) WarmUp(ctx context.Context, req *chat.Request, reply string) error {
-	id := "warm-" + strconv.FormatUint(r.next.Add(1), 10)
-	p := r.pids.Preparers[int(r.next.Load())%len(r.pids.Preparers)]
+	id, p := r.pick("warm-")
 	res, err := r.request(ctx, p, &actors.Prepare{ID: id, Request: req, PromptCache: r.opts.PromptCache, WarmUpReply: &reply})
 	if err != nil {
 		return err
@@ -239,6 +237,12 @@ func (r *Runtime) WarmUp(ctx context.Context, req *chat.Request, reply string) e
 	}
 	r.system.Root.Send(r.pids.Scheduler, out.Job)
 	return nil
+}
+
+// pick names a new request and chooses its preparer, round-robin.
+func (r *Runtime) pick(prefix string) (string, *actor.PID) {
+	n := r.next.Add(1)
+	return prefix + strconv.FormatUint(n, 10), r.pids.Preparers[int(n%uint64(len(r.pids.Preparers)))]
 }
 
 // Stream is one generation in flight.

@@ -25,7 +25,7 @@ type tokenizeRequest struct {
 	WithPieces bool            `json:"with_pieces"`
 }
 
-func (a *API) prepare(c *fiber.Ctx, r *chat.Request) (*actors.Prepared, error) {
+func (a *API) prepare(r *chat.Request) (*actors.Prepared, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return a.rt.Prepare(ctx, r, true)
@@ -49,7 +49,7 @@ func (a *API) Tokenize(c *fiber.Ctx) error {
 		if err != nil {
 			return a.fail(c, err)
 		}
-		p, err := a.prepare(c, r)
+		p, err := a.prepare(r)
 		if err != nil {
 			return a.fail(c, err)
 		}
@@ -58,7 +58,7 @@ func (a *API) Tokenize(c *fiber.Ctx) error {
 		return a.fail(c, bad("content", "give content (or prompt) text, or messages"))
 	}
 	// Text: the tokenizer alone, special tokens added unless add_special is false.
-	p, err := a.prepare(c, &chat.Request{PromptIDs: []int32{0}})
+	p, err := a.prepare(&chat.Request{PromptIDs: []int32{0}})
 	if err != nil {
 		return a.fail(c, err)
 	}
@@ -90,7 +90,7 @@ func (a *API) Detokenize(c *fiber.Ctx) error {
 	if err := decode(c.Body(), &req); err != nil {
 		return a.fail(c, err)
 	}
-	p, err := a.prepare(c, &chat.Request{PromptIDs: []int32{0}})
+	p, err := a.prepare(&chat.Request{PromptIDs: []int32{0}})
 	if err != nil {
 		return a.fail(c, err)
 	}
@@ -113,7 +113,7 @@ func (a *API) ApplyTemplate(c *fiber.Ctx) error {
 	if err != nil {
 		return a.fail(c, err)
 	}
-	p, err := a.prepare(c, r)
+	p, err := a.prepare(r)
 	if err != nil {
 		return a.fail(c, err)
 	}
@@ -125,18 +125,11 @@ func (a *API) ApplyTemplate(c *fiber.Ctx) error {
 // history boundary was rendered (and why not), and how many tokens the
 // prompt cache would reuse right now.
 func (a *API) ChatInputTokens(c *fiber.Ctx) error {
-	var req chatRequest
-	if err := decode(c.Body(), &req); err != nil {
-		return a.fail(c, err)
-	}
-	if err := a.checkModel(req.Model); err != nil {
-		return a.fail(c, err)
-	}
-	r, err := chatFromRequest(&req)
+	_, r, err := a.parseChat(c.Body())
 	if err != nil {
 		return a.fail(c, err)
 	}
-	p, err := a.prepare(c, r)
+	p, err := a.prepare(r)
 	if err != nil {
 		return a.fail(c, err)
 	}

@@ -105,16 +105,23 @@ func (a *API) checkModel(m *string) error {
 	return nil
 }
 
-// ChatCompletions serves POST /v1/chat/completions.
-func (a *API) ChatCompletions(c *fiber.Ctx) error {
+// parseChat decodes a chat-completions body, checks the model it names and
+// translates it into the internal request.
+func (a *API) parseChat(body []byte) (*chatRequest, *chat.Request, error) {
 	var req chatRequest
-	if err := decode(c.Body(), &req); err != nil {
-		return a.fail(c, err)
+	if err := decode(body, &req); err != nil {
+		return nil, nil, err
 	}
 	if err := a.checkModel(req.Model); err != nil {
-		return a.fail(c, err)
+		return nil, nil, err
 	}
 	r, err := chatFromRequest(&req)
+	return &req, r, err
+}
+
+// ChatCompletions serves POST /v1/chat/completions.
+func (a *API) ChatCompletions(c *fiber.Ctx) error {
+	req, r, err := a.parseChat(c.Body())
 	if err != nil {
 		return a.fail(c, err)
 	}
