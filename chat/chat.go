@@ -32,6 +32,8 @@ type Request struct {
 	Logprobs    bool
 	TopLogprobs int
 	IgnoreEOS   bool
+	// Thinking, when set, switches the template's thinking (see Thinking).
+	Thinking *Thinking
 	// CacheScope restricts prompt reuse to one conversation (OpenAI's
 	// prompt_cache_key); empty means any.
 	CacheScope string
@@ -137,7 +139,7 @@ func (a *Assets) Prepare(r *Request, withBoundary bool) (*Prepared, error) {
 		return nil, &BadRequest{errors.New("messages must not be empty")}
 	}
 	in := templates.ChatInput{Messages: r.Messages, Tools: r.Tools, Documents: r.Documents,
-		AddGenerationPrompt: true, SpecialTokens: a.SpecialTokens, Kwargs: r.Kwargs}
+		AddGenerationPrompt: true, SpecialTokens: a.SpecialTokens, Kwargs: thinkingKwargs(tmpl.Source(), r.Thinking, r.Kwargs)}
 	prompt, err := tmpl.RenderChat(in)
 	if err != nil {
 		return nil, &BadRequest{fmt.Errorf("chat template: %w", err)}
@@ -189,7 +191,7 @@ func (a *Assets) WarmUp(r *Request, reply string) ([]int32, error) {
 	for i, placeholder := range []string{"A", "B"} {
 		msgs := append(append([]any{}, r.Messages...), message("assistant", reply), message("user", placeholder))
 		text, err := tmpl.RenderChat(templates.ChatInput{Messages: msgs, Tools: r.Tools, Documents: r.Documents,
-			AddGenerationPrompt: true, SpecialTokens: a.SpecialTokens, Kwargs: r.Kwargs})
+			AddGenerationPrompt: true, SpecialTokens: a.SpecialTokens, Kwargs: thinkingKwargs(tmpl.Source(), r.Thinking, r.Kwargs)})
 		if err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/troupe-ai/troupe/actors"
 	"github.com/troupe-ai/troupe/http/apierr"
 	"github.com/troupe-ai/troupe/http/openai"
+	"github.com/troupe-ai/troupe/http/turn"
 )
 
 // Config configures the server.
@@ -66,7 +68,7 @@ func New(rt *troupe.Runtime, cfg Config) *Server {
 			if status == fiber.StatusRequestEntityTooLarge {
 				msg = "request body too large (limit " + strconv.Itoa(cfg.BodyLimit) + " bytes)"
 			}
-			return apierr.OpenAI(c, status, msg, "")
+			return writeError(c, status, msg)
 		},
 	})
 	app.Use(s.count)
@@ -106,38 +108,53 @@ func (s *Server) count(c *fiber.Ctx) error {
 	return err
 }
 
-// auth checks the bearer token when API keys are configured.
+// isAnthropic reports whether c is on an Anthropic route, answered in
+// Anthropic's error shape.
+func isAnthropic(c *fiber.Ctx) bool { return strings.HasPrefix(c.Path(), "/v1/messages") }
+
+// writeError answers in the error shape of the route's API.
+func writeError(c *fiber.Ctx, status int, msg string) error {
+	if isAnthropic(c) {
+		return apierr.Anthropic(c, status, msg)
+	}
+	return apierr.OpenAI(c, status, msg, "")
+}
+
+// auth checks the API key when keys are configured: Authorization: Bearer
+// (OpenAI's clients) or x-api-key (Anthropic's), on every route.
 func (s *Server) auth(c *fiber.Ctx) error {
 	if len(s.cfg.APIKeys) == 0 {
 		return c.Next()
 	}
-	h := c.Get(fiber.HeaderAuthorization)
-	key, ok := strings.CutPrefix(h, "Bearer ")
-	if ok {
+	key, ok := strings.CutPrefix(c.Get(fiber.HeaderAuthorization), "Bearer ")
+	if !ok {
+		key = c.Get("x-api-key")
+	}
+	if key != "" {
 		for _, k := range s.cfg.APIKeys {
-			if key == k {
+			if subtle.ConstantTimeCompare([]byte(key), []byte(k)) == 1 {
 				return c.Next()
 			}
 		}
 	}
-	return apierr.OpenAI(c, fiber.StatusUnauthorized, "invalid or missing API key (send Authorization: Bearer <key>)", "")
+	return writeError(c, fiber.StatusUnauthorized, "invalid or missing API key (send Authorization: Bearer <key> or x-api-key: <key>)")
 }
 
 // admit bounds the generation requests in flight: running plus MaxQueue
 // waiting. Past that the answer is 429 with Retry-After.
 func (s *Server) admit(c *fiber.Ctx) error {
-	openai.MarkArrival(c)
+	turn.MarkArrival(c)
 	limit := int64(s.cfg.Parallel + s.cfg.MaxQueue)
 	if n := s.inflight.Add(1); n > limit {
 		s.inflight.Add(-1)
 		c.Set(fiber.HeaderRetryAfter, "1")
-		return apierr.OpenAI(c, fiber.StatusTooManyRequests, "the server is at capacity ("+strconv.FormatInt(limit, 10)+" requests in flight); retry shortly", "")
+		return writeError(c, fiber.StatusTooManyRequests, "the server is at capacity ("+strconv.FormatInt(limit, 10)+" requests in flight); retry shortly")
 	}
 	// Streams finish after the handler returns; they release the slot
-	// through the request context's done hook (see openai.Release).
-	openai.SetRelease(c, func() { s.inflight.Add(-1) })
+	// through the request context's done hook (see turn.SSE).
+	turn.SetRelease(c, func() { s.inflight.Add(-1) })
 	err := c.Next()
-	openai.ReleaseIfNotStreaming(c)
+	turn.ReleaseIfNotStreaming(c)
 	return err
 }
 

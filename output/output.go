@@ -50,6 +50,7 @@ type Processor struct {
 	thinking bool
 	started  bool // first visible text seen (a leading <think> opens reasoning)
 	stopped  bool
+	stopWord string // the stop string that matched
 	full     strings.Builder // all content emitted (for tool-call parsing)
 	held     strings.Builder // content held back as a possible tool call
 	inTool   bool
@@ -70,6 +71,9 @@ func New(tok *tokenizer.Tokenizer, opts Options) *Processor {
 // Stopped reports whether a stop string was matched; the caller should end
 // the generation.
 func (p *Processor) Stopped() bool { return p.stopped }
+
+// StopString is the stop string that ended the output ("" when none did).
+func (p *Processor) StopString() string { return p.stopWord }
 
 // Add feeds one token and returns the text that became final.
 func (p *Processor) Add(id int32) Delta {
@@ -103,9 +107,9 @@ func (p *Processor) drain(final bool) Delta {
 	var d Delta
 	for {
 		// Stop strings end everything.
-		if i, _ := firstStop(p.pending, p.opts.Stop); i >= 0 {
+		if i, which := firstStop(p.pending, p.opts.Stop); i >= 0 {
 			p.pending = p.pending[:i]
-			p.stopped = true
+			p.stopped, p.stopWord = true, which
 			final = true
 		}
 		if p.opts.Reasoning {

@@ -31,17 +31,17 @@ func TestProcessor(t *testing.T) {
 		gen       string
 		content   string
 		reasoning string
-		stopped   bool
+		stop      string // the stop string expected to end the output
 		calls     []ToolCall
 	}{
 		{name: "plain", gen: "Hello, wörld 🎉", content: "Hello, wörld 🎉"},
-		{name: "stop across tokens", opts: Options{Stop: []string{"STOP"}}, gen: "Hello STOP world", content: "Hello ", stopped: true},
-		{name: "earliest of two stops", opts: Options{Stop: []string{"world", "lo"}}, gen: "Hello world", content: "Hel", stopped: true},
+		{name: "stop across tokens", opts: Options{Stop: []string{"STOP"}}, gen: "Hello STOP world", content: "Hello ", stop: "STOP"},
+		{name: "earliest of two stops", opts: Options{Stop: []string{"world", "lo"}}, gen: "Hello world", content: "Hel", stop: "lo"},
 		{name: "partial stop is released", opts: Options{Stop: []string{"STOP"}}, gen: "a STAR b ST", content: "a STAR b ST"},
 		{name: "think block", opts: Options{Reasoning: true}, gen: "<think>plan it</think>\n\nThe answer.", reasoning: "plan it", content: "The answer."},
 		{name: "prompt opened think", opts: Options{Reasoning: true, Prompt: "<|im_start|>assistant\n<think>\n"}, gen: "plan</think>\n\nDone", reasoning: "plan", content: "Done"},
 		{name: "no think block", opts: Options{Reasoning: true}, gen: "Just text <think> later", content: "Just text <think> later"},
-		{name: "stop inside reasoning", opts: Options{Reasoning: true, Stop: []string{"X"}}, gen: "<think>abXcd</think>e", reasoning: "ab", stopped: true},
+		{name: "stop inside reasoning", opts: Options{Reasoning: true, Stop: []string{"X"}}, gen: "<think>abXcd</think>e", reasoning: "ab", stop: "X"},
 		{name: "hermes tool call", opts: Options{Tools: true}, gen: "Let me check.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
 			content: "Let me check.", calls: []ToolCall{{Name: "get_weather", Arguments: `{"city": "Paris"}`}}},
 		{name: "two hermes calls", opts: Options{Tools: true}, gen: "<tool_call>{\"name\":\"a\",\"arguments\":{}}</tool_call>\n<tool_call>{\"name\":\"b\",\"arguments\":{\"x\":1}}</tool_call>",
@@ -68,8 +68,8 @@ func TestProcessor(t *testing.T) {
 			d := p.Finish()
 			content += d.Content
 			reasoning += d.Reasoning
-			if content != tc.content || reasoning != tc.reasoning || p.Stopped() != tc.stopped {
-				t.Fatalf("content %q reasoning %q stopped %v\nwant    %q           %q         %v", content, reasoning, p.Stopped(), tc.content, tc.reasoning, tc.stopped)
+			if content != tc.content || reasoning != tc.reasoning || p.Stopped() != (tc.stop != "") || p.StopString() != tc.stop {
+				t.Fatalf("content %q reasoning %q stop %q\nwant    %q           %q         %q", content, reasoning, p.StopString(), tc.content, tc.reasoning, tc.stop)
 			}
 			calls, ok := p.ToolCalls()
 			if ok != (tc.calls != nil) || len(calls) != len(tc.calls) {

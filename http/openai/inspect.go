@@ -10,6 +10,7 @@ import (
 
 	"github.com/troupe-ai/troupe/actors"
 	"github.com/troupe-ai/troupe/chat"
+	"github.com/troupe-ai/troupe/http/apierr"
 )
 
 // Prompt inspection: the same preparer (render + encode, capability gate
@@ -35,7 +36,7 @@ func (a *API) prepare(r *chat.Request) (*actors.Prepared, error) {
 // to token ids, optionally with their pieces.
 func (a *API) Tokenize(c *fiber.Ctx) error {
 	var req tokenizeRequest
-	if err := decode(c.Body(), &req); err != nil {
+	if err := apierr.Decode(c.Body(), &req); err != nil {
 		return a.fail(c, err)
 	}
 	var text *string
@@ -87,7 +88,7 @@ func (a *API) Detokenize(c *fiber.Ctx) error {
 	var req struct {
 		Tokens []int32 `json:"tokens"`
 	}
-	if err := decode(c.Body(), &req); err != nil {
+	if err := apierr.Decode(c.Body(), &req); err != nil {
 		return a.fail(c, err)
 	}
 	p, err := a.prepare(&chat.Request{PromptIDs: []int32{0}})
@@ -106,7 +107,7 @@ func (a *API) Detokenize(c *fiber.Ctx) error {
 // ApplyTemplate serves POST /apply-template: messages to the prompt text.
 func (a *API) ApplyTemplate(c *fiber.Ctx) error {
 	var req chatRequest
-	if err := decode(c.Body(), &req); err != nil {
+	if err := apierr.Decode(c.Body(), &req); err != nil {
 		return a.fail(c, err)
 	}
 	r, err := chatFromRequest(&req)

@@ -1,30 +1,19 @@
 package openai
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"strings"
 
 	"github.com/troupe-ai/troupe/chat"
+	"github.com/troupe-ai/troupe/http/apierr"
 	"github.com/troupe-ai/troupe/sample"
 	"github.com/troupe-ai/troupe/templates"
 )
 
-// fieldError is a client error (400 unless status says otherwise) naming
-// the offending field.
-type fieldError struct {
-	status     int
-	param, msg string
-}
-
-func (e *fieldError) Error() string { return e.msg }
-
-func bad(param, format string, args ...any) error {
-	return &fieldError{param: param, msg: fmt.Sprintf(format, args...)}
-}
+// bad is a 400 naming the offending field.
+func bad(param, format string, args ...any) error { return apierr.Bad(param, format, args...) }
 
 // common are the sampling fields both OpenAI routes share (plus vLLM's
 // top_k, min_p and repetition_penalty extensions).
@@ -69,44 +58,6 @@ type completionRequest struct {
 
 // maxTokensCap bounds max_tokens (the engine also checks the model's positions).
 const maxTokensCap = 1 << 20
-
-// decode unmarshals body into v, turning type errors into field errors.
-func decode(body []byte, v any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return bad("", "the request body is empty; send a JSON object")
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			field := strings.TrimPrefix(te.Field, "common.")
-			return bad(field, "field %q must be %s, got JSON %s", field, jsonKind(te.Type.Kind().String()), te.Value)
-		}
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return bad("", "invalid JSON at byte %d: %v", se.Offset, err)
-		}
-		return bad("", "invalid JSON: %v", err)
-	}
-	return nil
-}
-
-func jsonKind(k string) string {
-	switch k {
-	case "int", "int32", "int64":
-		return "an integer"
-	case "float64", "float32":
-		return "a number"
-	case "bool":
-		return "a boolean"
-	case "string":
-		return "a string"
-	case "struct", "map":
-		return "an object"
-	case "slice":
-		return "an array"
-	}
-	return "of type " + k
-}
 
 // sampling validates the shared fields into r.
 func (c *common) sampling(r *chat.Request, defaultMax int) error {

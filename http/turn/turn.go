@@ -1,0 +1,266 @@
+// Package turn is what every generating route shares between its API's
+// request translator and its API's response shape: one generation (one
+// assistant turn) run through the runtime, its tokens turned into final text
+// by the output processor (stop strings, <think> reasoning, tool calls), the
+// serving metrics recorded, the queue slot released when the answer ends,
+// and the next turn's history warmed up.
+//
+// The translators (http/openai, http/responses, http/anthropic) differ only
+// in how they parse a body into a chat.Request and how they write deltas
+// and the final object; Turn gives them both as plain data.
+package turn
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	troupe "github.com/troupe-ai/troupe"
+	"github.com/troupe-ai/troupe/actors"
+	"github.com/troupe-ai/troupe/chat"
+	"github.com/troupe-ai/troupe/output"
+)
+
+// Finish reasons, API-neutral; each API maps them to its own words.
+const (
+	Stop      = "stop"       // end of sequence or a stop string
+	Length    = "length"     // max tokens (or the model's positions)
+	ToolCalls = "tool_calls" // the reply is tool calls
+)
+
+// Turn is one generation in progress and what it has produced so far.
+type Turn struct {
+	Stream   *troupe.Stream
+	Request  *chat.Request
+	Prepared *chat.Prepared
+
+	Content, Reasoning strings.Builder
+	Tokens             int // generated tokens
+	PromptTokens       int
+	CachedTokens       int // prompt tokens served from the prompt cache
+	Finish             string
+	StopString         string // the stop string that ended it, if any
+	Calls              []output.ToolCall
+	Err                string // a generation error (after the answer began)
+
+	rt          *troupe.Runtime
+	proc        *output.Processor
+	cancel      context.CancelFunc
+	start, last time.Time
+}
+
+// Options configure Start.
+type Options struct {
+	// Reasoning separates <think> reasoning from the answer when the
+	// template thinks.
+	Reasoning bool
+	// Arrival is when the request arrived (for time to first token); zero
+	// means now.
+	Arrival time.Time
+}
+
+// Start prepares r and starts generating. Errors are those of preparation
+// (bad request, no template) or of a runtime that is not serving.
+func Start(rt *troupe.Runtime, r *chat.Request, opts Options) (*Turn, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := rt.Generate(ctx, r)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	prep := s.Prepared.Prepared
+	if opts.Arrival.IsZero() {
+		opts.Arrival = time.Now()
+	}
+	t := &Turn{Stream: s, Request: r, Prepared: prep, PromptTokens: len(prep.IDs), rt: rt, cancel: cancel, start: opts.Arrival}
+	t.proc = output.New(s.Prepared.Assets.Tokenizer, output.Options{
+		Stop: r.Stop, Prompt: prep.Prompt, Reasoning: opts.Reasoning && prep.Reasoning, Tools: r.Tools != nil,
+	})
+	return t, nil
+}
+
+// Close ends the generation (if still running) and frees its context.
+func (t *Turn) Close() {
+	t.Stream.Cancel()
+	t.cancel()
+}
+
+// Absorb processes one token event and returns the text that became final;
+// tok is the event when it carried an accepted token (nil otherwise).
+func (t *Turn) Absorb(ev *actors.TokenEvent) (d output.Delta, tok *actors.TokenEvent) {
+	if ev.Error != "" {
+		t.Err = ev.Error
+	}
+	if ev.PromptTokens > 0 {
+		t.CachedTokens = int(ev.CachedTokens)
+	}
+	if ev.HasToken && !t.proc.Stopped() {
+		now := time.Now()
+		m := t.rt.Metrics()
+		if t.Tokens == 0 {
+			m.TTFT.Observe(now.Sub(t.start).Seconds())
+		} else {
+			m.InterToken.Observe(now.Sub(t.last).Seconds())
+		}
+		t.last = now
+		t.Tokens++
+		tok = ev
+		d = t.proc.Add(ev.Token)
+		if t.proc.Stopped() {
+			t.Finish, t.StopString = Stop, t.proc.StopString()
+			t.Stream.Cancel()
+		}
+	}
+	if ev.FinishReason != "" || t.proc.Stopped() {
+		f := t.proc.Finish()
+		d.Content += f.Content
+		d.Reasoning += f.Reasoning
+		if t.Finish == "" {
+			t.Finish = Stop
+			if ev.FinishReason == "length" {
+				t.Finish = Length
+			}
+		}
+		if calls, ok := t.proc.ToolCalls(); ok {
+			t.Calls, t.Finish = calls, ToolCalls
+		}
+	}
+	t.Content.WriteString(d.Content)
+	t.Reasoning.WriteString(d.Reasoning)
+	return d, tok
+}
+
+// Emit receives each piece of final text (and the token event that
+// produced it, when there was one); it returns false when the client is
+// gone.
+type Emit func(d output.Delta, tok *actors.TokenEvent) bool
+
+// Run reads the generation to its end, passing each delta to emit (which
+// may be nil). keepAlive, when set with ping, is called whenever period
+// passes without an event (a long prefill), so proxies keep the stream
+// open; a failed ping ends the generation. Run reports whether the client
+// stayed to the end.
+func (t *Turn) Run(emit Emit, period time.Duration, ping func() bool) bool {
+	var tick <-chan time.Time
+	if ping != nil && period > 0 {
+		tk := time.NewTicker(period)
+		defer tk.Stop()
+		tick = tk.C
+	}
+	for {
+		select {
+		case ev, ok := <-t.Stream.Events:
+			if !ok {
+				return true
+			}
+			d, tok := t.Absorb(ev)
+			if emit != nil && !emit(d, tok) {
+				t.Stream.Cancel() // client gone: stop generating now
+				return false
+			}
+		case <-tick:
+			if !ping() {
+				t.Stream.Cancel()
+				return false
+			}
+		}
+	}
+}
+
+// WarmUp asks for the next turn's history to be prefilled ahead, as the
+// next turn will render it with this reply in it: templates re-render
+// earlier assistant turns (and a generated reply may not re-tokenize to the
+// ids it was generated as), so the state of the last turn alone does not
+// cover it. Failed turns and tool-call turns are left alone.
+func (t *Turn) WarmUp() {
+	if t.Err != "" || !t.Request.IsChat() || !t.rt.PromptCache() || t.Calls != nil {
+		return
+	}
+	go t.rt.WarmUp(context.Background(), t.Request, t.Content.String())
+}
+
+// Queue-slot and arrival bookkeeping shared by the admission middleware and
+// the handlers, kept in the request's locals.
+const (
+	localRelease   = "troupe.release"
+	localStreaming = "troupe.streaming"
+	localArrival   = "troupe.arrival"
+)
+
+// MarkArrival records when a request arrived (for time to first token).
+func MarkArrival(c *fiber.Ctx) { c.Locals(localArrival, time.Now()) }
+
+// Arrival is when the request arrived (now if unmarked).
+func Arrival(c *fiber.Ctx) time.Time {
+	if t, ok := c.Locals(localArrival).(time.Time); ok {
+		return t
+	}
+	return time.Now()
+}
+
+// SetRelease registers the function that frees the request's queue slot.
+func SetRelease(c *fiber.Ctx, f func()) { c.Locals(localRelease, f) }
+
+// ReleaseIfNotStreaming frees the slot of a request that answered without a
+// stream (a stream frees it when it ends).
+func ReleaseIfNotStreaming(c *fiber.Ctx) {
+	if s, _ := c.Locals(localStreaming).(bool); !s {
+		release(c)()
+	}
+}
+
+func release(c *fiber.Ctx) func() {
+	f, _ := c.Locals(localRelease).(func())
+	if f == nil {
+		return func() {}
+	}
+	var once atomic.Bool
+	return func() {
+		if once.CompareAndSwap(false, true) {
+			f()
+		}
+	}
+}
+
+// SSE answers c with a server-sent event stream written by body after the
+// handler returns; the queue slot is released and the turn closed when body
+// ends.
+func SSE(c *fiber.Ctx, t *Turn, body func(w *bufio.Writer)) error {
+	c.Locals(localStreaming, true)
+	done := release(c)
+	c.Set(fiber.HeaderContentType, "text/event-stream")
+	c.Set(fiber.HeaderCacheControl, "no-cache")
+	c.Set(fiber.HeaderConnection, "keep-alive")
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer done()
+		defer t.Close()
+		body(w)
+	})
+	return nil
+}
+
+// WriteEvent writes one SSE event (with an event: line when name is set)
+// whose data is v as JSON, and flushes it; an error means the client is
+// gone.
+func WriteEvent(w *bufio.Writer, name string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if name != "" {
+		w.WriteString("event: ")
+		w.WriteString(name)
+		w.WriteString("\n")
+	}
+	w.WriteString("data: ")
+	w.Write(data)
+	if _, err := w.WriteString("\n\n"); err != nil {
+		return err
+	}
+	return w.Flush()
+}
