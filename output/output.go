@@ -50,7 +50,7 @@ type Processor struct {
 	thinking bool
 	started  bool // first visible text seen (a leading <think> opens reasoning)
 	stopped  bool
-	stopWord string // the stop string that matched
+	stopWord string          // the stop string that matched
 	full     strings.Builder // all content emitted (for tool-call parsing)
 	held     strings.Builder // content held back as a possible tool call
 	inTool   bool
