@@ -64,7 +64,20 @@ type registerPreparer struct{}
 type registration struct {
 	assets     *chat.Assets // nil while loading
 	capability *CapabilityReady
+	failure    error // set when the load failed
 }
+
+// loadFailed tells the preparers and the scheduler that the model will
+// not load: what waits for it is answered with Unavailable, and so is
+// everything after.
+type loadFailed struct{ err error }
+
+// Unavailable is the error of a request the runtime cannot serve because
+// its model failed to load (an HTTP 503, not a client error).
+type Unavailable struct{ Cause error }
+
+func (e *Unavailable) Error() string { return "the model failed to load: " + e.Cause.Error() }
+func (e *Unavailable) Unwrap() error { return e.Cause }
 
 // assetsReady carries the tokenizer and template to a preparer.
 type assetsReady struct{ assets *chat.Assets }

@@ -413,7 +413,10 @@ type PrefillJob struct {
 	CacheScope string `protobuf:"bytes,9,opt,name=cache_scope,json=cacheScope,proto3" json:"cache_scope,omitempty"`
 	// A warm-up: prefill the history as the next turn will render it and keep
 	// its snapshot; no tokens are generated and nobody waits for it.
-	WarmUp        bool `protobuf:"varint,10,opt,name=warm_up,json=warmUp,proto3" json:"warm_up,omitempty"`
+	WarmUp bool `protobuf:"varint,10,opt,name=warm_up,json=warmUp,proto3" json:"warm_up,omitempty"`
+	// max_tokens is an upper bound: lower it to what the model's positions
+	// and the KV pool leave after the prompt (APIs where it is optional).
+	FitMaxTokens  bool `protobuf:"varint,11,opt,name=fit_max_tokens,json=fitMaxTokens,proto3" json:"fit_max_tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -518,6 +521,13 @@ func (x *PrefillJob) GetWarmUp() bool {
 	return false
 }
 
+func (x *PrefillJob) GetFitMaxTokens() bool {
+	if x != nil {
+		return x.FitMaxTokens
+	}
+	return false
+}
+
 type TopLogprob struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Token         int32                  `protobuf:"varint,1,opt,name=token,proto3" json:"token,omitempty"`
@@ -577,12 +587,15 @@ type TokenEvent struct {
 	Token     int32                  `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
 	HasToken  bool                   `protobuf:"varint,3,opt,name=has_token,json=hasToken,proto3" json:"has_token,omitempty"`
 	// "" while running; then "stop", "length", "cancelled" or "error".
-	FinishReason  string        `protobuf:"bytes,4,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"`
-	Error         string        `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
-	PromptTokens  int32         `protobuf:"varint,6,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
-	CachedTokens  int32         `protobuf:"varint,7,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
-	Logprob       float32       `protobuf:"fixed32,8,opt,name=logprob,proto3" json:"logprob,omitempty"`
-	TopLogprobs   []*TopLogprob `protobuf:"bytes,9,rep,name=top_logprobs,json=topLogprobs,proto3" json:"top_logprobs,omitempty"`
+	FinishReason string        `protobuf:"bytes,4,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"`
+	Error        string        `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	PromptTokens int32         `protobuf:"varint,6,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	CachedTokens int32         `protobuf:"varint,7,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
+	Logprob      float32       `protobuf:"fixed32,8,opt,name=logprob,proto3" json:"logprob,omitempty"`
+	TopLogprobs  []*TopLogprob `protobuf:"bytes,9,rep,name=top_logprobs,json=topLogprobs,proto3" json:"top_logprobs,omitempty"`
+	// With finish_reason "error": true when the server cannot serve (the
+	// model failed to load), false when the request itself was refused.
+	Unavailable   bool `protobuf:"varint,10,opt,name=unavailable,proto3" json:"unavailable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -678,6 +691,13 @@ func (x *TokenEvent) GetTopLogprobs() []*TopLogprob {
 		return x.TopLogprobs
 	}
 	return nil
+}
+
+func (x *TokenEvent) GetUnavailable() bool {
+	if x != nil {
+		return x.Unavailable
+	}
+	return false
 }
 
 // CancelJob stops a job (client gone, stop string matched).
@@ -1184,7 +1204,7 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\x10presence_penalty\x18\x06 \x01(\x02R\x0fpresencePenalty\x12+\n" +
 	"\x11frequency_penalty\x18\a \x01(\x02R\x10frequencyPenalty\x12\x12\n" +
 	"\x04seed\x18\b \x01(\x04R\x04seed\x12\x19\n" +
-	"\bhas_seed\x18\t \x01(\bR\ahasSeed\"\xdc\x02\n" +
+	"\bhas_seed\x18\t \x01(\bR\ahasSeed\"\x82\x03\n" +
 	"\n" +
 	"PrefillJob\x12\x1d\n" +
 	"\n" +
@@ -1200,11 +1220,12 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\vcache_scope\x18\t \x01(\tR\n" +
 	"cacheScope\x12\x17\n" +
 	"\awarm_up\x18\n" +
-	" \x01(\bR\x06warmUp\"<\n" +
+	" \x01(\bR\x06warmUp\x12$\n" +
+	"\x0efit_max_tokens\x18\v \x01(\bR\ffitMaxTokens\"<\n" +
 	"\n" +
 	"TopLogprob\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\x05R\x05token\x12\x18\n" +
-	"\alogprob\x18\x02 \x01(\x02R\alogprob\"\xbb\x02\n" +
+	"\alogprob\x18\x02 \x01(\x02R\alogprob\"\xdd\x02\n" +
 	"\n" +
 	"TokenEvent\x12\x1d\n" +
 	"\n" +
@@ -1216,7 +1237,9 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\rprompt_tokens\x18\x06 \x01(\x05R\fpromptTokens\x12#\n" +
 	"\rcached_tokens\x18\a \x01(\x05R\fcachedTokens\x12\x18\n" +
 	"\alogprob\x18\b \x01(\x02R\alogprob\x12<\n" +
-	"\ftop_logprobs\x18\t \x03(\v2\x19.troupe.actors.TopLogprobR\vtopLogprobs\"*\n" +
+	"\ftop_logprobs\x18\t \x03(\v2\x19.troupe.actors.TopLogprobR\vtopLogprobs\x12 \n" +
+	"\vunavailable\x18\n" +
+	" \x01(\bR\vunavailable\"*\n" +
 	"\tCancelJob\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\"\f\n" +

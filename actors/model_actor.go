@@ -32,6 +32,7 @@ type ModelActor struct {
 	assets     *chat.Assets
 	capability *CapabilityReady
 	pendingAck int
+	failure    error // set when the load failed
 	status     *LoadStatus
 	cancel     context.CancelFunc
 }
@@ -69,7 +70,7 @@ func (a *ModelActor) Receive(ctx actor.Context) {
 		a.log.Info("model load", "model", a.name, "phase", msg.phase)
 	case *assetsLoaded:
 		if msg.err != nil {
-			a.fail(msg.err)
+			a.fail(ctx, msg.err)
 			return
 		}
 		a.assets = msg.assets
@@ -79,7 +80,7 @@ func (a *ModelActor) Receive(ctx actor.Context) {
 		}
 	case *modelLoaded:
 		if msg.err != nil {
-			a.fail(msg.err)
+			a.fail(ctx, msg.err)
 			return
 		}
 		reuse := model.SnapshotReuse(msg.model.Cache())
@@ -99,7 +100,7 @@ func (a *ModelActor) Receive(ctx actor.Context) {
 		if !containsPID(a.preparers, ctx.Sender()) {
 			a.preparers = append(a.preparers, ctx.Sender())
 		}
-		ctx.Respond(&registration{assets: a.assets, capability: a.capability})
+		ctx.Respond(&registration{assets: a.assets, capability: a.capability, failure: a.failure})
 	case *actor.Terminated:
 		a.preparers = removePID(a.preparers, msg.Who)
 	case *LoadStatusQuery:
@@ -114,9 +115,17 @@ func (a *ModelActor) maybeReady() {
 	}
 }
 
-func (a *ModelActor) fail(err error) {
+// fail records a failed load and tells the preparers and the scheduler,
+// so requests waiting for the model (and later ones) are answered rather
+// than left to hang.
+func (a *ModelActor) fail(ctx actor.Context, err error) {
 	a.status = &LoadStatus{Phase: "failed", Error: err.Error()}
+	a.failure = err
 	a.log.Error("model load failed", "model", a.name, "err", err)
+	ctx.Send(a.scheduler, &loadFailed{err: err})
+	for _, p := range a.preparers {
+		ctx.Send(p, &loadFailed{err: err})
+	}
 }
 
 func containsPID(list []*actor.PID, p *actor.PID) bool {

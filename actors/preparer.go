@@ -19,6 +19,7 @@ type RequestPreparer struct {
 	assets     *chat.Assets
 	capability Capability
 	waiting    []waitingPrepare // requests that arrived before the assets
+	failure    error            // the model failed to load
 	// hook, when set, runs before each preparation (tests inject panics).
 	hook func(*Prepare)
 }
@@ -50,17 +51,43 @@ func (p *RequestPreparer) Receive(ctx actor.Context) {
 		if msg.assets != nil {
 			p.setAssets(ctx, msg.assets)
 		}
+		if msg.failure != nil {
+			p.fail(ctx, msg.failure)
+		}
+	case *loadFailed:
+		p.fail(ctx, msg.err)
 	case *assetsReady:
 		p.setAssets(ctx, msg.assets)
 	case *CapabilityReady:
 		p.setCapability(msg)
 		ctx.Respond(&CapabilityAck{})
 	case *Prepare:
+		if p.failure != nil {
+			p.refuse(ctx, ctx.Sender())
+			return
+		}
 		if p.assets == nil {
 			p.waiting = append(p.waiting, waitingPrepare{msg, ctx.Sender()})
 			return
 		}
 		p.prepare(ctx, msg, ctx.Sender())
+	}
+}
+
+// fail answers every waiting request, and every later one, with
+// Unavailable.
+func (p *RequestPreparer) fail(ctx actor.Context, err error) {
+	p.failure = err
+	waiting := p.waiting
+	p.waiting = nil
+	for _, w := range waiting {
+		p.refuse(ctx, w.sender)
+	}
+}
+
+func (p *RequestPreparer) refuse(ctx actor.Context, sender *actor.PID) {
+	if sender != nil {
+		ctx.Send(sender, &Prepared{Capability: p.capability, Err: &Unavailable{Cause: p.failure}})
 	}
 }
 
@@ -137,7 +164,7 @@ func (p *RequestPreparer) job(msg *Prepare, prep *chat.Prepared) *PrefillJob {
 	r := msg.Request
 	s := r.Sampling
 	j := &PrefillJob{
-		RequestId: msg.ID, Prompt: prep.IDs, MaxTokens: int32(r.MaxTokens),
+		RequestId: msg.ID, Prompt: prep.IDs, MaxTokens: int32(r.MaxTokens), FitMaxTokens: r.FitMaxTokens,
 		Sampling: &SamplingParams{Temperature: s.Temperature, TopK: int32(s.TopK), TopP: s.TopP, MinP: s.MinP,
 			RepetitionPenalty: s.RepetitionPenalty, PresencePenalty: s.PresencePenalty, FrequencyPenalty: s.FrequencyPenalty,
 			Seed: s.Seed, HasSeed: s.HasSeed},

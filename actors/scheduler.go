@@ -23,6 +23,7 @@ type SchedulerActor struct {
 
 	eng      *engine.Engine
 	pending  []pendingJob // jobs that arrived before the model
+	failure  error        // the model failed to load
 	byReq    map[string]engine.SeqID
 	jobs     map[engine.SeqID]*jobState
 	stepping bool
@@ -57,7 +58,19 @@ func (s *SchedulerActor) Receive(ctx actor.Context) {
 		for _, p := range pending {
 			s.submit(ctx, p.job, p.sender)
 		}
+	case *loadFailed:
+		s.failure = msg.err
+		pending := s.pending
+		s.pending = nil
+		s.metrics.QueueDepth.Set(0)
+		for _, p := range pending {
+			s.refuse(ctx, p.job, p.sender)
+		}
 	case *PrefillJob:
+		if s.failure != nil {
+			s.refuse(ctx, msg, ctx.Sender())
+			return
+		}
 		if msg.WarmUp {
 			if s.eng != nil && s.eng.PrefixCache() && len(msg.Prompt) > 1 {
 				s.warmUps = append(s.warmUps, msg)
@@ -93,6 +106,14 @@ func (s *SchedulerActor) Receive(ctx actor.Context) {
 	}
 }
 
+// refuse answers a job that can never run: the model failed to load.
+func (s *SchedulerActor) refuse(ctx actor.Context, j *PrefillJob, requester *actor.PID) {
+	if requester != nil && !j.WarmUp {
+		ctx.Send(requester, &TokenEvent{RequestId: j.RequestId, FinishReason: "error",
+			Error: (&Unavailable{Cause: s.failure}).Error(), Unavailable: true})
+	}
+}
+
 func (s *SchedulerActor) submit(ctx actor.Context, j *PrefillJob, requester *actor.PID) {
 	p := j.GetSampling()
 	req := engine.Request{
@@ -101,7 +122,7 @@ func (s *SchedulerActor) submit(ctx actor.Context, j *PrefillJob, requester *act
 			RepetitionPenalty: p.GetRepetitionPenalty(), PresencePenalty: p.GetPresencePenalty(),
 			FrequencyPenalty: p.GetFrequencyPenalty(), Seed: p.GetSeed(), HasSeed: p.GetHasSeed()},
 		Logprobs: j.Logprobs, TopLogprobs: int(j.TopLogprobs),
-		Boundary: int(j.HistoryBoundary), Scope: j.CacheScope,
+		Boundary: int(j.HistoryBoundary), Scope: j.CacheScope, FitMaxTokens: j.FitMaxTokens,
 	}
 	id, err := s.eng.Submit(req)
 	if err != nil {

@@ -26,12 +26,15 @@ type Request struct {
 	Prompt    string
 	PromptIDs []int32
 
-	MaxTokens   int
-	Sampling    sample.Params
-	Stop        []string
-	Logprobs    bool
-	TopLogprobs int
-	IgnoreEOS   bool
+	MaxTokens int
+	// FitMaxTokens makes MaxTokens an upper bound, lowered to the positions
+	// the model has left after the prompt (for APIs where it is optional).
+	FitMaxTokens bool
+	Sampling     sample.Params
+	Stop         []string
+	Logprobs     bool
+	TopLogprobs  int
+	IgnoreEOS    bool
 	// Thinking, when set, switches the template's thinking (see Thinking).
 	Thinking *Thinking
 	// CacheScope restricts prompt reuse to one conversation (OpenAI's

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/troupe-ai/troupe/gpu"
@@ -227,6 +228,18 @@ func (e *Engine) Submit(r Request) (SeqID, error) {
 	}
 	if err := r.Sample.Validate(); err != nil {
 		return 0, fmt.Errorf("engine: %w", err)
+	}
+	if r.FitMaxTokens {
+		room := math.MaxInt
+		if mp := e.m.Info().MaxPos; mp > 0 {
+			room = mp
+		}
+		if e.pool.PagesFor(1) > 0 { // a model with KV pages
+			room = min(room, e.pool.NumPages()*e.pool.PageSize())
+		}
+		if left := room - len(r.Prompt); left >= 1 {
+			r.MaxTokens = min(r.MaxTokens, left)
+		}
 	}
 	total := len(r.Prompt) + r.MaxTokens
 	if mp := e.m.Info().MaxPos; mp > 0 && total > mp {

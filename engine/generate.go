@@ -36,6 +36,10 @@ type Request struct {
 	// WarmUp marks a prefill-only request that exists to leave a snapshot
 	// (MaxTokens 0); counted separately.
 	WarmUp bool
+	// FitMaxTokens makes MaxTokens an upper bound: Submit lowers it to what
+	// the model's positions and the pool leave after the prompt, instead of
+	// refusing the request.
+	FitMaxTokens bool
 }
 
 // Result is what a Request produced.

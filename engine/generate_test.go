@@ -117,6 +117,45 @@ func TestGenerateErrors(t *testing.T) {
 	}
 }
 
+// TestFitMaxTokens: an optional max (FitMaxTokens) is lowered to what the
+// model's positions or the KV pool leave after the prompt, never refused
+// for it; a prompt that alone does not fit is still refused.
+func TestFitMaxTokens(t *testing.T) {
+	m := tinyModel(t) // 64 positions
+	tests := []struct {
+		name   string
+		prompt int
+		max    int
+		pages  int // of 4 positions
+		want   int // tokens generated; -1: refused
+	}{
+		{"within limits", 10, 5, 32, 5},
+		{"positions bound", 60, 100, 32, 4},
+		{"pool bound", 20, 100, 7, 8},
+		{"prompt alone too long", 70, 5, 32, -1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := tinyPool(t, m, tc.pages)
+			prompt := make([]int32, tc.prompt)
+			res, err := engine.Generate(context.Background(), m, ref.Device{}, pool,
+				[]engine.Request{{Prompt: prompt, MaxTokens: tc.max, FitMaxTokens: true}}, engine.Options{})
+			if tc.want < 0 {
+				if !errors.Is(err, engine.ErrTooLong) {
+					t.Fatalf("error %v, want ErrTooLong", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res[0].IDs) != tc.want {
+				t.Fatalf("%d tokens, want %d", len(res[0].IDs), tc.want)
+			}
+		})
+	}
+}
+
 func TestGenerateHonoursCancellation(t *testing.T) {
 	m := tinyModel(t)
 	ctx, cancel := context.WithCancel(context.Background())
