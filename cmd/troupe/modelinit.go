@@ -9,6 +9,7 @@ import (
 
 	"github.com/troupe-ai/troupe/gpu"
 	"github.com/troupe-ai/troupe/model/checkpoint"
+	"github.com/troupe-ai/troupe/tokenizer"
 )
 
 func cmdModelInit(args []string, stdout, stderr io.Writer) error {
@@ -21,6 +22,7 @@ func cmdModelInit(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Uint64("seed", 0, "random seed of the weights")
 	tok := fs.String("tokenizer", "", "folder with tokenizer.json (and tokenizer_config.json, chat_template.jinja) to copy; sets vocab size and BOS/EOS")
 	byteTok := fs.Bool("byte-tokenizer", false, "add a byte-level tokenizer with a ChatML template, padded to the config's vocabulary size (a servable benchmark checkpoint)")
+	script := fs.String("script", "", "make a script model: after a prompt ending in this text's first token it generates the rest of the text (tokenized with the model's tokenizer; a test device for predictable output)")
 	out := fs.String("out", "", "output folder")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -84,13 +86,23 @@ func cmdModelInit(args []string, stdout, stderr io.Writer) error {
 		cfg["eos_token_id"] = checkpoint.ByteVocab - 1
 		delete(cfg, "bos_token_id")
 	}
-	if err := checkpoint.Write(*out, cfg, opt); err != nil {
-		return fmt.Errorf("model init: %w", err)
-	}
 	if *byteTok {
 		if err := checkpoint.WriteByteTokenizerSized(*out, vocab); err != nil {
 			return fmt.Errorf("model init: %w", err)
 		}
+	}
+	if *script != "" {
+		if *tok == "" && !*byteTok {
+			return errors.New("model init: --script needs --tokenizer or --byte-tokenizer")
+		}
+		t, err := tokenizer.Load(*out, tokenizer.Options{})
+		if err != nil {
+			return fmt.Errorf("model init: --script: %w", err)
+		}
+		opt.Script = t.EncodeIDs(*script, false)
+	}
+	if err := checkpoint.Write(*out, cfg, opt); err != nil {
+		return fmt.Errorf("model init: %w", err)
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", *out)
 	return nil

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -141,6 +142,14 @@ type Options struct {
 	DType gpu.DType // F32 (default) or BF16
 	Seed  uint64
 	Std   float64 // standard deviation of the matrices; 0 means 0.02
+	// Script, when set, makes a script model (dense families only): one
+	// whose next token depends only on the current one, following the
+	// chain Script[0] → Script[1] → … whatever came before. Greedy decoding
+	// (and, with its wide margins, sampling too) then replays the script
+	// once the prompt ends in its first token: a real forward pass whose
+	// output a test can predict. Tokens may repeat only with the same
+	// successor.
+	Script []int32
 }
 
 func (c Config) int(key string, def int) int {
@@ -254,6 +263,7 @@ func tensors(c Config) ([]tensorSpec, error) {
 // Write writes config.json, generation_config.json and model.safetensors for
 // config c into dir (created if needed).
 func Write(dir string, c Config, opt Options) error {
+	var err error
 	if opt.DType == 0 {
 		opt.DType = gpu.F32
 	}
@@ -264,9 +274,21 @@ func Write(dir string, c Config, opt Options) error {
 	if std == 0 {
 		std = 0.02
 	}
-	specs, err := tensors(c)
+	var next map[int32]int32
+	if len(opt.Script) > 0 {
+		if next, err = scriptChain(c, opt.Script); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+		c = maps.Clone(c)
+		c["tie_word_embeddings"] = false
+	}
+	var specs []tensorSpec
+	specs, err = tensors(c)
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if next != nil {
+		silenceLayers(specs)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
@@ -315,6 +337,9 @@ func Write(dir string, c Config, opt Options) error {
 			}
 		}
 		out = append(out, safetensors.WriteTensor{Name: s.name, DType: opt.DType.String(), Shape: slices.Clone(s.shape), Data: data})
+	}
+	if next != nil {
+		scriptHead(out, next, opt.DType)
 	}
 	if err := safetensors.Write(filepath.Join(dir, "model.safetensors"), out, map[string]string{"format": "pt"}); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)

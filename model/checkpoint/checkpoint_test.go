@@ -90,3 +90,50 @@ func TestWriteIsDeterministic(t *testing.T) {
 		t.Fatal("seeds 9 and 10 gave the same weights")
 	}
 }
+
+// TestScriptModel: a script model replays its script after a prompt ending
+// in the script's first token, greedy and sampled at temperature 1, in f32
+// and bf16; a script whose token repeats with another successor is refused.
+func TestScriptModel(t *testing.T) {
+	dev, err := cpu.New(cpu.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	script := []int32{10, 200, 3, 77, 150, 9}
+	for _, arch := range []string{"llama", "qwen3"} {
+		for _, dt := range []gpu.DType{gpu.F32, gpu.BF16} {
+			t.Run(arch+"/"+dt.String(), func(t *testing.T) {
+				cfg, _ := checkpoint.Tiny(arch)
+				dir := t.TempDir()
+				if err := checkpoint.Write(dir, cfg, checkpoint.Options{DType: dt, Seed: 4, Script: script}); err != nil {
+					t.Fatal(err)
+				}
+				m, err := model.Load(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				for _, temp := range []float32{0, 1} {
+					pool, err := kvcache.NewPool(model.PoolLayout(m.Cache()), 16, 8, 2)
+					if err != nil {
+						t.Fatal(err)
+					}
+					req := engine.Request{Prompt: []int32{5, 300, 42, 10}, MaxTokens: len(script) - 1}
+					req.Sample.Temperature = temp
+					res, err := engine.Generate(context.Background(), m, dev, pool, []engine.Request{req}, engine.Options{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !slices.Equal(res[0].IDs, script[1:]) {
+						t.Fatalf("temperature %v: generated %v, want the script %v", temp, res[0].IDs, script[1:])
+					}
+				}
+			})
+		}
+	}
+	cfg, _ := checkpoint.Tiny("llama")
+	if err := checkpoint.Write(t.TempDir(), cfg, checkpoint.Options{Script: []int32{1, 2, 1, 3}}); err == nil {
+		t.Fatal("a script repeating token 1 with successors 2 and 3 was accepted")
+	}
+}
