@@ -15,8 +15,10 @@ import (
 
 	troupe "github.com/troupe-ai/troupe"
 	"github.com/troupe-ai/troupe/actors"
+	"github.com/troupe-ai/troupe/http/anthropic"
 	"github.com/troupe-ai/troupe/http/apierr"
 	"github.com/troupe-ai/troupe/http/openai"
+	"github.com/troupe-ai/troupe/http/responses"
 	"github.com/troupe-ai/troupe/http/turn"
 )
 
@@ -33,6 +35,12 @@ type Config struct {
 	Parallel int
 	// KeepAlive is the SSE keep-alive comment period; 0 means 2s.
 	KeepAlive time.Duration
+	// ResponsesTTL is how long stored Responses-API responses are kept for
+	// GET and previous_response_id; 0 means 1 hour.
+	ResponsesTTL time.Duration
+	// ResponsesMax bounds the stored responses (oldest evicted first); 0
+	// means 1024.
+	ResponsesMax int
 }
 
 // Server is the HTTP front of one runtime.
@@ -88,6 +96,14 @@ func New(rt *troupe.Runtime, cfg Config) *Server {
 	app.Post("/detokenize", s.auth, api.Detokenize)
 	app.Post("/apply-template", s.auth, api.ApplyTemplate)
 	v1.Post("/completions", s.admit, api.Completions)
+	msgs := anthropic.New(rt, anthropic.Config{KeepAlive: cfg.KeepAlive})
+	v1.Post("/messages", s.admit, msgs.Messages)
+	v1.Post("/messages/count_tokens", msgs.CountTokens)
+	resp := responses.New(rt, responses.Config{KeepAlive: cfg.KeepAlive, StoreTTL: cfg.ResponsesTTL, StoreMax: cfg.ResponsesMax})
+	v1.Post("/responses", s.admit, resp.Create)
+	v1.Post("/responses/input_tokens", resp.InputTokens)
+	v1.Get("/responses/:id", resp.Get)
+	v1.Delete("/responses/:id", resp.Delete)
 	s.App = app
 	return s
 }

@@ -534,6 +534,13 @@ func TestLoadFailure(t *testing.T) {
 	if code, _ := s.get(t, "/health"); code != 200 {
 		t.Fatalf("/health %d after a failed load", code)
 	}
+	// Requests get an answer (not a hang) in each API's error shape.
+	for _, path := range []string{"/v1/chat/completions", "/v1/responses", "/v1/messages"} {
+		resp, body := s.post(t, path, `{"messages":[{"role":"user","content":"x"}],"input":"x","max_tokens":2}`)
+		if resp.StatusCode != 503 || !strings.Contains(string(body), `"error"`) {
+			t.Fatalf("%s after a failed load: %d %s", path, resp.StatusCode, body)
+		}
+	}
 }
 
 // TestPromptCacheUsage: with the prompt cache on, a second turn reports the

@@ -50,6 +50,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxQueue := fs.Int("max-queue", 64, "requests that may wait beyond the running ones before 429")
 	threads := fs.Int("threads", 0, "compute threads (0 = all cores)")
 	stepTokens := fs.Int("step-tokens", 512, "tokens per engine step (chunked prefill budget)")
+	storeTTL := fs.Duration("responses-ttl", time.Hour, "how long stored Responses-API responses are kept")
+	storeMax := fs.Int("responses-max", 1024, "most stored Responses-API responses (oldest evicted first)")
 	loadDelay := fs.Duration("debug-load-delay", 0, "testing: delay the weight load by this long")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -64,8 +66,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("serve: --kv-budget: %w", err)
 	}
-	if *parallel < 1 || *maxQueue < 0 || *port < 0 || *port > 65535 || *threads < 0 || *stepTokens < 1 {
-		return errors.New("serve: --parallel and --step-tokens must be >= 1, --max-queue and --threads >= 0, --port in 0..65535")
+	if *parallel < 1 || *maxQueue < 0 || *port < 0 || *port > 65535 || *threads < 0 || *stepTokens < 1 || *storeTTL <= 0 || *storeMax < 1 {
+		return errors.New("serve: --parallel, --step-tokens and --responses-max must be >= 1, --responses-ttl > 0, --max-queue and --threads >= 0, --port in 0..65535")
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -86,7 +88,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			keys = append(keys, k)
 		}
 	}
-	srv := troupehttp.New(rt, troupehttp.Config{APIKeys: keys, MaxQueue: *maxQueue, Parallel: *parallel})
+	srv := troupehttp.New(rt, troupehttp.Config{APIKeys: keys, MaxQueue: *maxQueue, Parallel: *parallel,
+		ResponsesTTL: *storeTTL, ResponsesMax: *storeMax})
 	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/troupe-ai/troupe/actors"
 	"github.com/troupe-ai/troupe/chat"
 )
 
@@ -37,11 +38,15 @@ func NotFound(param, format string, args ...any) error {
 
 // Classify maps an error to its HTTP status and the field it names:
 // Field errors carry both, errors about the request's content (a template
-// raising, no chat template) are 400 on defaultParam, anything else is 500.
+// raising, no chat template) are 400 on defaultParam, a model that failed
+// to load is 503, anything else is 500.
 func Classify(err error, defaultParam string) (status int, param string) {
 	var fe *Field
 	var br *chat.BadRequest
+	var un *actors.Unavailable
 	switch {
+	case errors.As(err, &un):
+		return fiber.StatusServiceUnavailable, ""
 	case errors.As(err, &fe):
 		if fe.Status == 0 {
 			return fiber.StatusBadRequest, fe.Param

@@ -11,6 +11,7 @@ import (
 	"github.com/troupe-ai/troupe/actors"
 	"github.com/troupe-ai/troupe/chat"
 	"github.com/troupe-ai/troupe/http/apierr"
+	"github.com/troupe-ai/troupe/http/turn"
 )
 
 // Prompt inspection: the same preparer (render + encode, capability gate
@@ -130,30 +131,11 @@ func (a *API) ChatInputTokens(c *fiber.Ctx) error {
 	if err != nil {
 		return a.fail(c, err)
 	}
-	p, err := a.prepare(r)
+	in, err := turn.Inspect(a.rt, r)
 	if err != nil {
 		return a.fail(c, err)
 	}
-	prep := p.Prepared
-	reason := prep.BoundaryNote
-	switch {
-	case !a.rt.PromptCache():
-		reason = "prompt cache off"
-	case p.Capability == actors.DenseKV && !prep.BoundaryRendered:
-		reason = "dense model: any common prefix is reused, no boundary needed"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	reusable, err := a.rt.Reusable(ctx, prep.IDs, r.CacheScope)
-	if err != nil {
-		return a.fail(c, err)
-	}
-	boundary := fiber.Map{"rendered": prep.BoundaryRendered, "tokens": prep.Boundary}
-	if !prep.BoundaryRendered || prep.Boundary == 0 {
-		boundary["reason"] = reason
-	}
-	return c.JSON(fiber.Map{
-		"object": "input_tokens", "model": a.rt.Name(), "prompt": prep.Prompt, "input_tokens": len(prep.IDs),
-		"capability": p.Capability.String(), "history_boundary": boundary, "cached_tokens": reusable,
-	})
+	body := in.Body()
+	body["object"], body["model"] = "input_tokens", a.rt.Name()
+	return c.JSON(body)
 }

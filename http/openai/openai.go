@@ -114,7 +114,7 @@ func (a *API) run(c *fiber.Ctx, r *chat.Request, stream, includeUsage, isChat bo
 		defer t.Close()
 		t.Run(func(_ output.Delta, tok *actors.TokenEvent) bool { lp(tok); return true }, 0, nil)
 		if t.Err != "" {
-			return apierr.OpenAI(c, fiber.StatusBadRequest, t.Err, "")
+			return apierr.OpenAI(c, t.ErrStatus(), t.Err, "")
 		}
 		t.WarmUp()
 		return c.JSON(a.final(id, created, t, logprobs, isChat))

@@ -47,6 +47,9 @@ type Turn struct {
 	StopString         string // the stop string that ended it, if any
 	Calls              []output.ToolCall
 	Err                string // a generation error (after the answer began)
+	// Unavailable marks Err as the server's failure (the model failed to
+	// load), not the request's.
+	Unavailable bool
 
 	rt          *troupe.Runtime
 	proc        *output.Processor
@@ -84,6 +87,16 @@ func Start(rt *troupe.Runtime, r *chat.Request, opts Options) (*Turn, error) {
 	return t, nil
 }
 
+// ErrStatus is the HTTP status of a failed turn: 503 when the server
+// cannot serve, 400 when the engine refused the request (too long for the
+// model's positions).
+func (t *Turn) ErrStatus() int {
+	if t.Unavailable {
+		return fiber.StatusServiceUnavailable
+	}
+	return fiber.StatusBadRequest
+}
+
 // Close ends the generation (if still running) and frees its context.
 func (t *Turn) Close() {
 	t.Stream.Cancel()
@@ -94,7 +107,7 @@ func (t *Turn) Close() {
 // tok is the event when it carried an accepted token (nil otherwise).
 func (t *Turn) Absorb(ev *actors.TokenEvent) (d output.Delta, tok *actors.TokenEvent) {
 	if ev.Error != "" {
-		t.Err = ev.Error
+		t.Err, t.Unavailable = ev.Error, ev.Unavailable
 	}
 	if ev.PromptTokens > 0 {
 		t.CachedTokens = int(ev.CachedTokens)

@@ -1,0 +1,40 @@
+// Package anthropic serves Anthropic's Messages API (POST /v1/messages and
+// POST /v1/messages/count_tokens) so that Anthropic's SDKs and the tools
+// built on them can talk to a local model unchanged.
+//
+// It is a thin translator, like http/openai: a Messages body becomes the
+// one internal chat.Request (system text as a leading system message,
+// tool_use blocks as OpenAI-style tool_calls, tool_result blocks as "tool"
+// messages, thinking blocks as reasoning_content, custom tools as function
+// tools), because that is the shape the models' chat templates were
+// written for; rendering and tokenizing stay with the runtime's preparers,
+// and generation, output processing (stop strings, <think> reasoning, tool
+// calls) and metrics with http/turn, shared with every other route. Only
+// the request translation and the answer's shape are Anthropic's.
+//
+// The answer follows the upstream API's observable behaviour: max_tokens is
+// required, temperature is 0..1; usage.input_tokens counts only the prompt
+// tokens not read from the prompt cache (those are
+// cache_read_input_tokens, and the prompt is their sum); content is
+// thinking, then text, then tool_use blocks; stop_reason is end_turn,
+// max_tokens, stop_sequence (with the matched stop_sequence) or tool_use.
+// A stream is message_start, ping, per block content_block_start,
+// deltas (text_delta, thinking_delta then signature_delta, input_json_delta)
+// and content_block_stop, then message_delta (stop reason and final usage)
+// and message_stop, with ping events while the model is silent; every event
+// has an event: line, since Anthropic's clients dispatch on it. message_start
+// waits for the first token (or the first keep-alive) so that its usage
+// already counts the cached prompt tokens; message_delta repeats the final
+// numbers. Errors are Anthropic's {"type":"error","error":{...}} shape, as
+// the JSON answer before a stream begins and as an error event after.
+//
+// What a local model cannot honour is accepted where it changes nothing
+// about the shape, and refused where it would: thinking signatures are a
+// digest of the thinking text, and any signature is accepted back;
+// budget_tokens is checked (>= 1024, < max_tokens) but not enforced;
+// tool_choice "any" and "tool" are accepted but the model decides;
+// redacted_thinking blocks are dropped, and a tool_result's is_error is
+// checked but not shown to the model; image and document blocks, and
+// server tools, are refused with a 400 naming them. A final assistant
+// message is rendered as a finished turn, not continued as a prefill.
+package anthropic
