@@ -682,3 +682,99 @@ func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// gatePaths are the eight routes that prepare a chat prompt, each with a
+// conversation that has an earlier assistant turn (so a history boundary
+// exists): the four generating or inspecting APIs and the llama.cpp-style
+// inspection routes.
+var gatePaths = []struct{ path, body string }{
+	{"/v1/chat/completions", `{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}],"max_tokens":1}`},
+	{"/v1/chat/completions/input_tokens", `{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}]}`},
+	{"/v1/responses", `{"input":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}],"max_output_tokens":1}`},
+	{"/v1/responses/input_tokens", `{"input":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}]}`},
+	{"/v1/messages", `{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}],"max_tokens":1}`},
+	{"/v1/messages/count_tokens", `{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}]}`},
+	{"/apply-template", `{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}]}`},
+	{"/tokenize", `{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}]}`},
+}
+
+// TestCapabilityGateEveryPath: the capability gate reaches every route that
+// prepares a chat prompt. Requests sent during a slowed load are all
+// prepared fail-open (boundary rendered); after readiness a dense model
+// renders no boundary on any route and a snapshot-reuse model renders one
+// on every route. The input_tokens routes report the same decision.
+func TestCapabilityGateEveryPath(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		dir      func(*testing.T) string
+		snapshot bool
+	}{
+		{"dense", func(*testing.T) string { return "" }, false},
+		{"snapshot", mambaDir, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := start(t, troupe.Options{Model: tc.dir(t), PromptCache: true, LoadDelay: 3 * time.Second}, troupehttp.Config{})
+			n := float64(len(gatePaths))
+			var wg sync.WaitGroup
+			for _, p := range gatePaths {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					resp, body := s.post(t, p.path, p.body)
+					if resp.StatusCode != 200 {
+						t.Errorf("%s during load: %d %s", p.path, resp.StatusCode, body)
+						return
+					}
+					if strings.HasSuffix(p.path, "/input_tokens") && !boundaryRendered(t, body) {
+						t.Errorf("%s during load reports no boundary: %s", p.path, body)
+					}
+				}()
+			}
+			// Every route is prepared before the load ends, fail-open.
+			deadline := time.Now().Add(2 * time.Second)
+			for renders(s.rt, metrics.FailOpen) < n && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if st, _ := s.rt.Status(context.Background()); st.Ready {
+				t.Fatal("the slowed load finished before every route was prepared")
+			}
+			if got := renders(s.rt, metrics.FailOpen); got != n {
+				t.Fatalf("fail_open renders %v, want %v (one per route)", got, n)
+			}
+			wg.Wait()
+			s.waitReady(t)
+			rendered, skipped := renders(s.rt, metrics.Rendered), renders(s.rt, metrics.SkippedDense)
+			for _, p := range gatePaths {
+				resp, body := s.post(t, p.path, p.body)
+				if resp.StatusCode != 200 {
+					t.Fatalf("%s after readiness: %d %s", p.path, resp.StatusCode, body)
+				}
+				if strings.HasSuffix(p.path, "/input_tokens") && boundaryRendered(t, body) != tc.snapshot {
+					t.Fatalf("%s after readiness on a snapshot=%v model: %s", p.path, tc.snapshot, body)
+				}
+			}
+			dr, ds := renders(s.rt, metrics.Rendered)-rendered, renders(s.rt, metrics.SkippedDense)-skipped
+			if tc.snapshot && (dr != n || ds != 0) || !tc.snapshot && (dr != 0 || ds != n) {
+				t.Fatalf("after readiness: %v rendered, %v skipped as dense over %v routes (snapshot model: %v)", dr, ds, n, tc.snapshot)
+			}
+			if fo := renders(s.rt, metrics.FailOpen); fo != n {
+				t.Fatalf("fail_open renders grew to %v after readiness", fo)
+			}
+		})
+	}
+}
+
+// boundaryRendered reads history_boundary.rendered from an input_tokens
+// answer.
+func boundaryRendered(t *testing.T, body []byte) bool {
+	t.Helper()
+	var v struct {
+		HistoryBoundary struct {
+			Rendered bool `json:"rendered"`
+		} `json:"history_boundary"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("input_tokens answer %s: %v", body, err)
+	}
+	return v.HistoryBoundary.Rendered
+}
