@@ -3,7 +3,6 @@ package anthropic
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/troupe-ai/troupe/chat"
@@ -132,13 +131,9 @@ func sampling(req *messagesRequest, r *chat.Request) error {
 		{"temperature", req.Temperature, &p.Temperature},
 		{"top_p", req.TopP, &p.TopP},
 	} {
-		if f.v == nil {
-			continue
+		if err := apierr.Number(f.name, f.v, 0, 1, f.dst); err != nil {
+			return err
 		}
-		if math.IsNaN(*f.v) || *f.v < 0 || *f.v > 1 {
-			return bad(f.name, "must be between 0 and 1, got %g", *f.v)
-		}
-		*f.dst = float32(*f.v)
 	}
 	if req.TopK != nil {
 		if *req.TopK < 0 {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -56,6 +57,19 @@ func Classify(err error, defaultParam string) (status int, param string) {
 		return fiber.StatusBadRequest, defaultParam
 	}
 	return fiber.StatusInternalServerError, ""
+}
+
+// Number checks an optional number field against [lo, hi] and, when set,
+// stores it in dst.
+func Number(name string, v *float64, lo, hi float64, dst *float32) error {
+	if v == nil {
+		return nil
+	}
+	if math.IsNaN(*v) || *v < lo || *v > hi {
+		return Bad(name, "%s must be between %g and %g, got %g", name, lo, hi, *v)
+	}
+	*dst = float32(*v)
+	return nil
 }
 
 // Decode unmarshals a JSON body into v, turning type errors into Field

@@ -3,7 +3,6 @@ package openai
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/troupe-ai/troupe/chat"
@@ -72,16 +71,6 @@ func (c *common) sampling(r *chat.Request, defaultMax int) error {
 		return bad("max_tokens", "max_tokens must be between 1 and %d, got %d", maxTokensCap, r.MaxTokens)
 	}
 	p := sample.Params{Temperature: 1}
-	num := func(name string, v *float64, lo, hi float64, dst *float32) error {
-		if v == nil {
-			return nil
-		}
-		if math.IsNaN(*v) || *v < lo || *v > hi {
-			return bad(name, "%s must be between %g and %g, got %g", name, lo, hi, *v)
-		}
-		*dst = float32(*v)
-		return nil
-	}
 	for _, f := range []struct {
 		name   string
 		v      *float64
@@ -95,7 +84,7 @@ func (c *common) sampling(r *chat.Request, defaultMax int) error {
 		{"presence_penalty", c.PresencePenalty, -2, 2, &p.PresencePenalty},
 		{"frequency_penalty", c.FrequencyPenalty, -2, 2, &p.FrequencyPenalty},
 	} {
-		if err := num(f.name, f.v, f.lo, f.hi, f.dst); err != nil {
+		if err := apierr.Number(f.name, f.v, f.lo, f.hi, f.dst); err != nil {
 			return err
 		}
 	}

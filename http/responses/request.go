@@ -3,7 +3,6 @@ package responses
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/troupe-ai/troupe/chat"
@@ -75,13 +74,9 @@ func translate(req *request, prior []any) (*chat.Request, []any, error) {
 		{"temperature", req.Temperature, 0, 2, &p.Temperature},
 		{"top_p", req.TopP, 0, 1, &p.TopP},
 	} {
-		if f.v == nil {
-			continue
+		if err := apierr.Number(f.name, f.v, f.lo, f.hi, f.dst); err != nil {
+			return nil, nil, err
 		}
-		if math.IsNaN(*f.v) || *f.v < f.lo || *f.v > f.hi {
-			return nil, nil, bad(f.name, "%s must be between %g and %g, got %g", f.name, f.lo, f.hi, *f.v)
-		}
-		*f.dst = float32(*f.v)
 	}
 	if err := p.Validate(); err != nil {
 		return nil, nil, bad("", "%v", err)
