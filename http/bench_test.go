@@ -24,8 +24,8 @@ import (
 // first token: the same one-message chat prompt on the demo model, prefilled
 // and sampled by the engine directly (prompt already tokenized), and sent as
 // a streaming request through the server (parse, prepare, render, encode,
-// schedule, first SSE chunk). The difference of the two ms/op figures is the
-// overhead.
+// schedule, first SSE event) on each API: chat completions, Responses and
+// Anthropic Messages. The difference of the ms/op figures is the overhead.
 func BenchmarkTTFTOverhead(b *testing.B) {
 	dir, err := checkpoint.Demo()
 	if err != nil {
@@ -58,45 +58,67 @@ func BenchmarkTTFTOverhead(b *testing.B) {
 			}
 		}
 	})
-	b.Run("http", func(b *testing.B) {
+	// Each API's streaming route, until the event that carries the first
+	// token (or ends a reply that decoded to nothing).
+	apis := []struct{ name, path, body, first string }{
+		{"http/chat", "/v1/chat/completions",
+			`{"messages":[{"role":"user","content":"Hello there, how are you?"}],"max_tokens":1,"ignore_eos":true,"stream":true}`,
+			`"content":"`},
+		{"http/responses", "/v1/responses",
+			`{"input":"Hello there, how are you?","max_output_tokens":1,"stream":true}`,
+			`"response.output_text.delta"`},
+		{"http/messages", "/v1/messages",
+			`{"messages":[{"role":"user","content":"Hello there, how are you?"}],"max_tokens":1,"stream":true}`,
+			`"content_block_delta"`},
+	}
+	var base string
+	outer := b // the server outlives each sub-benchmark
+	serve := func(b *testing.B) string {
+		if base != "" {
+			return base
+		}
 		rt, err := troupe.Start(context.Background(), troupe.Options{Threads: 1, Parallel: 2, KVBudget: 64 << 20, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer rt.Close()
+		outer.Cleanup(rt.Close)
 		srv := troupehttp.New(rt, troupehttp.Config{Parallel: 2})
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			b.Fatal(err)
 		}
 		go srv.App.Listener(ln)
-		defer srv.Shutdown(time.Second)
-		url := "http://" + ln.Addr().String() + "/v1/chat/completions"
-		body := `{"messages":[{"role":"user","content":"Hello there, how are you?"}],"max_tokens":1,"ignore_eos":true,"stream":true}`
+		outer.Cleanup(func() { srv.Shutdown(time.Second) })
 		for {
 			if st, err := rt.Status(context.Background()); err == nil && st.Ready {
 				break
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		for b.Loop() {
-			resp, err := nethttp.Post(url, "application/json", strings.NewReader(body))
-			if err != nil {
-				b.Fatal(err)
-			}
-			r := bufio.NewReader(resp.Body)
-			for {
-				line, err := r.ReadString('\n')
+		base = "http://" + ln.Addr().String()
+		return base
+	}
+	for _, api := range apis {
+		b.Run(api.name, func(b *testing.B) {
+			url := serve(b) + api.path
+			for b.Loop() {
+				resp, err := nethttp.Post(url, "application/json", strings.NewReader(api.body))
 				if err != nil {
 					b.Fatal(err)
 				}
-				// The first chunk after the role chunk carries the token
-				// (or the finish chunk when it decoded to nothing).
-				if strings.Contains(line, `"finish_reason":"length"`) || (strings.Contains(line, `"content":"`) && !strings.Contains(line, `"role"`)) {
-					break
+				r := bufio.NewReader(resp.Body)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						b.Fatal(err)
+					}
+					if (strings.HasPrefix(line, "data: ") && strings.Contains(line, api.first) && !strings.Contains(line, `"role"`)) ||
+						strings.Contains(line, `"finish_reason":"length"`) || strings.Contains(line, "response.incomplete") || strings.Contains(line, "message_delta") {
+						break
+					}
 				}
+				resp.Body.Close()
 			}
-			resp.Body.Close()
-		}
-	})
+		})
+	}
 }
