@@ -593,3 +593,86 @@ func TestAnthropicAPIKey(t *testing.T) {
 		}
 	}
 }
+
+// TestAnthropicToolUse: with a script model (Qwen3's tokenizer and
+// template, output known in advance) the reply's reasoning, text and tool
+// call come out as a signed thinking block, a text block and a tool_use
+// block, stop_reason tool_use; streamed, the tool_use block starts with an
+// empty input and its input_json_delta partial_json joins to the call's
+// arguments.
+func TestAnthropicToolUse(t *testing.T) {
+	s := start(t, troupe.Options{Model: scriptModel(t), PromptCache: true}, troupehttp.Config{})
+	s.waitReady(t)
+	req := `{"max_tokens":64,"tools":[{"name":"get_weather","description":"Weather of a city","input_schema":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}],` +
+		`"messages":[{"role":"user","content":"Weather in Paris?"}]}`
+	check := func(m anthMessage) {
+		t.Helper()
+		if len(m.Content) != 3 || m.StopReason == nil || *m.StopReason != "tool_use" || m.StopSequence != nil || m.Usage.OutputTokens < 1 {
+			t.Fatalf("message: %+v", m)
+		}
+		th, text, tu := m.Content[0], m.Content[1], m.Content[2]
+		if th.Type != "thinking" || th.Thinking != "Plan: call the tool." || th.Signature == "" {
+			t.Fatalf("thinking block %+v", th)
+		}
+		if text.Type != "text" || text.Text != "Sure" {
+			t.Fatalf("text block %+v", text)
+		}
+		if tu.Type != "tool_use" || !strings.HasPrefix(tu.ID, "toolu_") || len(tu.ID) <= len("toolu_") || tu.Name != "get_weather" || !jsonEqual(tu.Input, `{"city": "Paris"}`) {
+			t.Fatalf("tool_use block %+v (input %s)", tu, tu.Input)
+		}
+	}
+	m := s.anthNew(t, req)
+	check(m)
+
+	// One stream, read as a client accumulates it and event by event.
+	resp, data := s.post(t, "/v1/messages", strings.Replace(req, "{", `{"stream":true,`, 1), "anthropic-version", "2023-06-01")
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("stream: %d %s", resp.StatusCode, data)
+	}
+	st := anthAccumulate(t, string(data))
+	check(st.Final)
+	if st.Final.Content[0].Signature != m.Content[0].Signature || st.Deltas["thinking_delta"] == 0 || st.Deltas["signature_delta"] != 1 ||
+		st.Deltas["text_delta"] == 0 || st.Deltas["input_json_delta"] == 0 {
+		t.Fatalf("streamed %+v (deltas %v), non-streamed %+v", st.Final.Content, st.Deltas, m.Content)
+	}
+	if st.Final.Usage.OutputTokens != m.Usage.OutputTokens {
+		t.Fatalf("streamed usage %+v, non-streamed %+v", st.Final.Usage, m.Usage)
+	}
+	// The tool_use block starts with its id and name and an empty input;
+	// its input_json_delta partial_json joins to the call's arguments.
+	var partial strings.Builder
+	starts := 0
+	for _, ev := range anthEvents(t, string(data)) {
+		switch ev.Name {
+		case "content_block_start":
+			var b map[string]json.RawMessage
+			ev.field(t, "content_block", &b)
+			if string(b["type"]) == `"tool_use"` {
+				starts++
+				if string(b["input"]) != "{}" || !strings.HasPrefix(string(b["id"]), `"toolu_`) || string(b["name"]) != `"get_weather"` {
+					t.Fatalf("tool_use content_block_start %s", ev.Raw)
+				}
+			}
+		case "content_block_delta":
+			var d map[string]string
+			ev.field(t, "delta", &d)
+			if d["type"] == "input_json_delta" {
+				partial.WriteString(d["partial_json"])
+			}
+		}
+	}
+	if starts != 1 || !json.Valid([]byte(partial.String())) || !jsonEqual(json.RawMessage(partial.String()), `{"city": "Paris"}`) {
+		t.Fatalf("%d tool_use blocks, partial_json joined to %q", starts, partial.String())
+	}
+}
+
+// jsonEqual says whether a JSON text is the same value as want.
+func jsonEqual(got json.RawMessage, want string) bool {
+	var a, b any
+	if json.Unmarshal(got, &a) != nil || json.Unmarshal([]byte(want), &b) != nil {
+		return false
+	}
+	ab, _ := json.Marshal(a)
+	bb, _ := json.Marshal(b)
+	return string(ab) == string(bb)
+}

@@ -222,7 +222,7 @@ func TestResponses(t *testing.T) {
 // streamed with their own events; the call's output continues the
 // conversation through previous_response_id as a tool message.
 func TestResponsesReasoningAndTools(t *testing.T) {
-	s := start(t, troupe.Options{Model: scriptModel(t, toolScript), PromptCache: true}, troupehttp.Config{})
+	s := start(t, troupe.Options{Model: scriptModel(t), PromptCache: true}, troupehttp.Config{})
 	s.waitReady(t)
 	tools := `"tools":[{"type":"function","name":"get_weather","description":"Weather of a city","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}]`
 	body := `{"input":"Weather in Paris?",` + tools + `}`

@@ -1,7 +1,10 @@
 package http_test
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/troupe-ai/troupe/internal/fixtures"
@@ -15,26 +18,57 @@ import (
 // checkpoint.Options.Script), hence the uneven JSON spacing.
 const toolScript = "assistant\n<think>Plan: call the tool.</think>Sure<tool_call>{\"name\":\"get_weather\",\"arguments\":{\"city\": \"Paris\"}}</tool_call><|im_end|>"
 
-// scriptModel writes a tiny Qwen3-architecture model with the real Qwen3
+// scratch is a folder shared by the package's tests (removed after them),
+// for models that are slow to write and are only read.
+var scratch string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "troupe-http-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	scratch = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var toolModel struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// scriptModel returns a tiny Qwen3-architecture model with the real Qwen3
 // tokenizer and chat template whose output after the generation prompt is
-// script: a real forward pass with a predictable answer, so reasoning and
-// tool calls can be tested through every API.
-func scriptModel(t *testing.T, script string) string {
+// toolScript: a real forward pass with a predictable answer, so reasoning
+// and tool calls can be tested through every API. It is written once per
+// test binary (its 150k-token vocabulary makes it ~80 MB).
+func scriptModel(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "script")
+	tokDir := fixtures.Path(t, "tokenizers", "qwen3")
+	toolModel.once.Do(func() {
+		dir := filepath.Join(scratch, "script")
+		toolModel.dir, toolModel.err = dir, writeScriptModel(dir, tokDir, toolScript)
+	})
+	if toolModel.err != nil {
+		t.Fatal(toolModel.err)
+	}
+	return toolModel.dir
+}
+
+func writeScriptModel(dir, tokDir, script string) error {
 	cfg, err := checkpoint.Tiny("qwen3")
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	if err := checkpoint.AdoptTokenizer(cfg, fixtures.Path(t, "tokenizers", "qwen3"), dir); err != nil {
-		t.Fatal(err)
+	if err := checkpoint.AdoptTokenizer(cfg, tokDir, dir); err != nil {
+		return err
 	}
 	tok, err := tokenizer.Load(dir, tokenizer.Options{})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	if err := checkpoint.Write(dir, cfg, checkpoint.Options{Seed: 2, Script: tok.EncodeIDs(script, false)}); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return checkpoint.Write(dir, cfg, checkpoint.Options{Seed: 2, Script: tok.EncodeIDs(script, false)})
 }

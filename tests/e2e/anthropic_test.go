@@ -57,6 +57,14 @@ func anthCheck(t *testing.T, m *anthropic.Message, model string, maxTokens int64
 // checks the accumulated message against the events themselves.
 func anthStream(t *testing.T, c anthropic.Client, params anthropic.MessageNewParams) anthropic.Message {
 	t.Helper()
+	m, _ := anthStreamKinds(t, c, params)
+	return m
+}
+
+// anthStreamKinds is anthStream that also returns how many events of each
+// type it saw, and of each delta type under "delta:TYPE".
+func anthStreamKinds(t *testing.T, c anthropic.Client, params anthropic.MessageNewParams) (anthropic.Message, map[string]int) {
+	t.Helper()
 	s := c.Messages.NewStreaming(ctx(t), params)
 	var acc anthropic.Message
 	var texts, thoughts strings.Builder
@@ -70,6 +78,7 @@ func anthStream(t *testing.T, c anthropic.Client, params anthropic.MessageNewPar
 		}
 		switch ev.Type {
 		case "content_block_delta":
+			kinds["delta:"+ev.Delta.Type]++
 			texts.WriteString(ev.Delta.Text)
 			thoughts.WriteString(ev.Delta.Thinking)
 		case "message_delta":
@@ -91,7 +100,7 @@ func anthStream(t *testing.T, c anthropic.Client, params anthropic.MessageNewPar
 	if acc.StopReason == "" || acc.StopReason != stop || accText.String() != texts.String() || accThought.String() != thoughts.String() {
 		t.Fatalf("accumulated %s; events said stop %q, text %q", acc.RawJSON(), stop, texts.String())
 	}
-	return acc
+	return acc, kinds
 }
 
 func anthText(m anthropic.Message) string {
@@ -301,4 +310,113 @@ func TestAnthropicAPIKey(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 || apiErr.Type() != "authentication_error" {
 		t.Fatalf("wrong key: %v", err)
 	}
+}
+
+// anthJSONEqual says whether two JSON texts are the same value.
+func anthJSONEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xb, _ := json.Marshal(x)
+	yb, _ := json.Marshal(y)
+	return string(xb) == string(yb)
+}
+
+// anthCheckToolUse asserts the script model's answer to a request with
+// the weather tool: a signed thinking block, the text "Sure" and a
+// get_weather tool_use with {"city": "Paris"}, stopped for tool_use.
+func anthCheckToolUse(t *testing.T, m *anthropic.Message) {
+	t.Helper()
+	anthCheck(t, m, "tiny-qwen", 1100)
+	if len(m.Content) != 3 || m.StopReason != anthropic.StopReasonToolUse || m.StopSequence != "" {
+		t.Fatalf("message: %s", m.RawJSON())
+	}
+	th, text, tu := m.Content[0], m.Content[1], m.Content[2]
+	if th.Type != "thinking" || th.Thinking != "Plan: call the tool." || th.Signature == "" {
+		t.Fatalf("thinking block: %s", th.RawJSON())
+	}
+	if text.Type != "text" || text.Text != "Sure" {
+		t.Fatalf("text block: %s", text.RawJSON())
+	}
+	if tu.Type != "tool_use" || tu.Name != "get_weather" || !strings.HasPrefix(tu.ID, "toolu_") || !anthJSONEqual(tu.Input, []byte(`{"city": "Paris"}`)) {
+		t.Fatalf("tool_use block: %s", tu.RawJSON())
+	}
+}
+
+// TestAnthropicToolUse: Anthropic's client against a script model (Qwen3's
+// tokenizer and template, output known in advance): thinking, text and a
+// tool call come back as thinking, text and tool_use blocks, streamed
+// (input_json_delta for the input) and not, and the assistant message goes
+// back as the SDK makes it, followed by the tool's result.
+func TestAnthropicToolUse(t *testing.T) {
+	s := serve(t, "--model", scriptModel(t, toolScript), "--served-model-name", "tiny-qwen")
+	s.waitReady(t)
+	c := anthropicClient(s)
+	params := anthropic.MessageNewParams{
+		Model: "tiny-qwen", MaxTokens: 1100,
+		Thinking: anthropic.ThinkingConfigParamOfEnabled(1024),
+		Tools: []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{
+			Name: "get_weather", Description: anthropic.String("The weather in a city now"),
+			InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"city": map[string]any{"type": "string"}}, Required: []string{"city"}},
+		}}},
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Weather in Paris?"))},
+	}
+	m, err := c.Messages.New(ctx(t), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anthCheckToolUse(t, m)
+
+	acc, kinds := anthStreamKinds(t, c, params)
+	anthCheckToolUse(t, &acc)
+	if kinds["delta:thinking_delta"] == 0 || kinds["delta:signature_delta"] != 1 || kinds["delta:text_delta"] == 0 || kinds["delta:input_json_delta"] == 0 {
+		t.Fatalf("events %v", kinds)
+	}
+	for i, b := range acc.Content {
+		want := m.Content[i]
+		// tool_use ids are fresh per answer; everything else is the same.
+		if b.Type != want.Type || b.Text != want.Text || b.Thinking != want.Thinking || b.Signature != want.Signature ||
+			b.Name != want.Name || !bytesOrBothEmptyJSON(b.Input, want.Input) {
+			t.Fatalf("streamed block %d %s\nnon-streamed %s", i, b.RawJSON(), want.RawJSON())
+		}
+	}
+	if acc.Usage.OutputTokens != m.Usage.OutputTokens || acc.Usage.InputTokens+acc.Usage.CacheReadInputTokens != m.Usage.InputTokens+m.Usage.CacheReadInputTokens {
+		t.Fatalf("streamed usage %s, non-streamed %s", acc.Usage.RawJSON(), m.Usage.RawJSON())
+	}
+
+	// The answer goes back as the SDK makes it (thinking with its
+	// signature, text, tool_use), then the tool's result.
+	next := params
+	next.Messages = append(next.Messages, acc.ToParam(),
+		anthropic.NewUserMessage(anthropic.NewToolResultBlock(acc.Content[2].ID, "18C and sunny", false)))
+	m2, err := c.Messages.New(ctx(t), next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anthCheckToolUse(t, m2) // the script says the same again
+	// The tool's result is in the prompt.
+	count := func(result string) int64 {
+		msgs := append(append([]anthropic.MessageParam{}, next.Messages[:2]...),
+			anthropic.NewUserMessage(anthropic.NewToolResultBlock(acc.Content[2].ID, result, false)))
+		n, err := c.Messages.CountTokens(ctx(t), anthropic.MessageCountTokensParams{Model: "tiny-qwen", Messages: msgs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.InputTokens
+	}
+	if with, without := count("18C and sunny"), count(""); with <= without {
+		t.Fatalf("the tool_result adds nothing to the prompt (%d vs %d tokens)", with, without)
+	}
+	if m2.Usage.CacheReadInputTokens < 1 || m2.Usage.InputTokens+m2.Usage.CacheReadInputTokens <= m.Usage.InputTokens+m.Usage.CacheReadInputTokens {
+		t.Fatalf("turn 2 usage %s, turn 1 %s", m2.Usage.RawJSON(), m.Usage.RawJSON())
+	}
+}
+
+// bytesOrBothEmptyJSON compares two optional JSON values (a block's input).
+func bytesOrBothEmptyJSON(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	return anthJSONEqual(a, b)
 }

@@ -57,6 +57,21 @@ func qwen3Model(t *testing.T) string {
 	return modelDir(t, "--preset", "tiny", "--seed", "5", "--tokenizer", fixtures.Path(t, "tokenizers", "qwen3"))
 }
 
+// toolScript is what a script model made by scriptModel(t, toolScript) says
+// after Qwen3's generation prompt (which ends "<|im_start|>assistant\n"):
+// reasoning, a word of answer and a Hermes tool call. Every token in it has
+// one successor (model init --script refuses otherwise), hence the uneven
+// JSON spacing.
+const toolScript = "assistant\n<think>Plan: call the tool.</think>Sure<tool_call>{\"name\":\"get_weather\",\"arguments\":{\"city\": \"Paris\"}}</tool_call><|im_end|>"
+
+// scriptModel makes a tiny Qwen3 model with the real Qwen3 tokenizer and
+// chat template whose output after a prompt ending in script's first token
+// is the rest of script: a real forward pass with a predictable answer, so
+// reasoning and tool calls can be tested through the SDKs.
+func scriptModel(t *testing.T, script string) string {
+	return modelDir(t, "--preset", "tiny", "--seed", "2", "--tokenizer", fixtures.Path(t, "tokenizers", "qwen3"), "--script", script)
+}
+
 type serverProc struct {
 	url  string
 	cmd  *exec.Cmd
