@@ -82,16 +82,12 @@ func toRequest(req *messagesRequest, requireMax bool) (*chat.Request, error) {
 	} else if sys != "" {
 		msgs = append(msgs, message("system", sys))
 	}
-	if len(req.Messages) == 0 || string(req.Messages) == "null" {
-		return nil, bad("messages", "field required")
-	}
-	v, err := templates.DecodeJSON(req.Messages)
+	list, err := apierr.Array(req.Messages, "messages")
 	if err != nil {
-		return nil, bad("messages", "%v", err)
+		return nil, err
 	}
-	list, ok := v.([]any)
-	if !ok {
-		return nil, bad("messages", "must be an array of messages")
+	if list == nil {
+		return nil, bad("messages", "field required")
 	}
 	if len(list) == 0 {
 		return nil, bad("messages", "must not be empty")
@@ -123,17 +119,11 @@ func toRequest(req *messagesRequest, requireMax bool) (*chat.Request, error) {
 // there) into r.
 func sampling(req *messagesRequest, r *chat.Request) error {
 	p := sample.Params{Temperature: 1}
-	for _, f := range []struct {
-		name string
-		v    *float64
-		dst  *float32
-	}{
-		{"temperature", req.Temperature, &p.Temperature},
-		{"top_p", req.TopP, &p.TopP},
-	} {
-		if err := apierr.Number(f.name, f.v, 0, 1, f.dst); err != nil {
-			return err
-		}
+	if err := apierr.Number("temperature", req.Temperature, 0, 1, &p.Temperature); err != nil {
+		return err
+	}
+	if err := apierr.Number("top_p", req.TopP, 0, 1, &p.TopP); err != nil {
+		return err
 	}
 	if req.TopK != nil {
 		if *req.TopK < 0 {
@@ -474,16 +464,9 @@ func toolUse(d *templates.Dict, at string) (*templates.Dict, error) {
 // input_schema}) into OpenAI-style function tools, the shape chat
 // templates render. It also returns the tool names.
 func translateTools(raw json.RawMessage) ([]any, map[string]bool, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil, nil
-	}
-	v, err := templates.DecodeJSON(raw)
-	if err != nil {
-		return nil, nil, bad("tools", "%v", err)
-	}
-	list, ok := v.([]any)
-	if !ok {
-		return nil, nil, bad("tools", "must be an array of tools")
+	list, err := apierr.Array(raw, "tools")
+	if err != nil || list == nil {
+		return nil, nil, err
 	}
 	out := make([]any, 0, len(list))
 	names := map[string]bool{}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/troupe-ai/troupe/actors"
 	"github.com/troupe-ai/troupe/chat"
+	"github.com/troupe-ai/troupe/templates"
 )
 
 // Field is a client error naming the offending field; Status is 400 when
@@ -70,6 +71,25 @@ func Number(name string, v *float64, lo, hi float64, dst *float32) error {
 	}
 	*dst = float32(*v)
 	return nil
+}
+
+// Array decodes an optional JSON array field into template values
+// (templates.DecodeJSON keeps key order and the int/float distinction for
+// the chat template). It returns nil, nil when the field is absent or null,
+// and a non-nil slice for a present one, even when it is empty.
+func Array(raw json.RawMessage, param string) ([]any, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	v, err := templates.DecodeJSON(raw)
+	if err != nil {
+		return nil, Bad(param, "%s: %v", param, err)
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, Bad(param, "%s must be an array", param)
+	}
+	return list, nil
 }
 
 // Decode unmarshals a JSON body into v, turning type errors into Field

@@ -152,16 +152,12 @@ func chatFromRequest(req *chatRequest) (*chat.Request, error) {
 	if err := req.sampling(r, maxTok); err != nil {
 		return nil, err
 	}
-	if len(req.Messages) == 0 || string(req.Messages) == "null" {
-		return nil, bad("messages", "messages is required")
-	}
-	v, err := templates.DecodeJSON(req.Messages)
+	list, err := apierr.Array(req.Messages, "messages")
 	if err != nil {
-		return nil, bad("messages", "messages: %v", err)
+		return nil, err
 	}
-	list, ok := v.([]any)
-	if !ok {
-		return nil, bad("messages", "messages must be an array")
+	if list == nil {
+		return nil, bad("messages", "messages is required")
 	}
 	if len(list) == 0 {
 		return nil, bad("messages", "messages must not be empty")
@@ -176,18 +172,12 @@ func chatFromRequest(req *chatRequest) (*chat.Request, error) {
 		}
 	}
 	r.Messages = list
-	if len(req.Tools) > 0 && string(req.Tools) != "null" {
-		tools, err := templates.DecodeJSON(req.Tools)
-		if err != nil {
-			return nil, bad("tools", "tools: %v", err)
-		}
-		tl, ok := tools.([]any)
-		if !ok {
-			return nil, bad("tools", "tools must be an array")
-		}
-		if len(tl) > 0 && !toolChoiceNone(req.ToolChoice) {
-			r.Tools = tl
-		}
+	tools, err := apierr.Array(req.Tools, "tools")
+	if err != nil {
+		return nil, err
+	}
+	if len(tools) > 0 && !toolChoiceNone(req.ToolChoice) {
+		r.Tools = tools
 	}
 	if len(req.ChatTemplateKwargs) > 0 && string(req.ChatTemplateKwargs) != "null" {
 		kw, err := templates.DecodeJSON(req.ChatTemplateKwargs)

@@ -65,18 +65,11 @@ func translate(req *request, prior []any) (*chat.Request, []any, error) {
 		}
 	}
 	p := sample.Params{Temperature: 1}
-	for _, f := range []struct {
-		name   string
-		v      *float64
-		lo, hi float64
-		dst    *float32
-	}{
-		{"temperature", req.Temperature, 0, 2, &p.Temperature},
-		{"top_p", req.TopP, 0, 1, &p.TopP},
-	} {
-		if err := apierr.Number(f.name, f.v, f.lo, f.hi, f.dst); err != nil {
-			return nil, nil, err
-		}
+	if err := apierr.Number("temperature", req.Temperature, 0, 2, &p.Temperature); err != nil {
+		return nil, nil, err
+	}
+	if err := apierr.Number("top_p", req.TopP, 0, 1, &p.TopP); err != nil {
+		return nil, nil, err
 	}
 	if err := p.Validate(); err != nil {
 		return nil, nil, bad("", "%v", err)
@@ -133,16 +126,9 @@ func translate(req *request, prior []any) (*chat.Request, []any, error) {
 // completions shape templates render ({"type": "function", "function":
 // {...}}).
 func functionTools(raw json.RawMessage) ([]any, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	v, err := templates.DecodeJSON(raw)
-	if err != nil {
-		return nil, bad("tools", "tools: %v", err)
-	}
-	list, ok := v.([]any)
-	if !ok {
-		return nil, bad("tools", "tools must be an array")
+	list, err := apierr.Array(raw, "tools")
+	if err != nil || list == nil {
+		return nil, err
 	}
 	out := make([]any, 0, len(list))
 	for i, t := range list {
