@@ -330,11 +330,7 @@ func Write(dir string, c Config, opt Options) error {
 			case math.IsNaN(s.fill):
 				v = float32(rng.NormFloat64() * std)
 			}
-			if opt.DType == gpu.BF16 {
-				binary.LittleEndian.PutUint16(data[2*i:], gpu.F32ToBF16(v))
-			} else {
-				binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
-			}
+			setElem(data, opt.DType, i, v)
 		}
 		out = append(out, safetensors.WriteTensor{Name: s.name, DType: opt.DType.String(), Shape: slices.Clone(s.shape), Data: data})
 	}
@@ -345,6 +341,15 @@ func Write(dir string, c Config, opt Options) error {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil
+}
+
+// setElem stores element i of a tensor in dtype dt (f32 or bf16).
+func setElem(data []byte, dt gpu.DType, i int, v float32) {
+	if dt == gpu.BF16 {
+		binary.LittleEndian.PutUint16(data[2*i:], gpu.F32ToBF16(v))
+		return
+	}
+	binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
 }
 
 func writeJSON(path string, v any) error {

@@ -1,7 +1,6 @@
 package checkpoint
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"strings"
@@ -63,30 +62,18 @@ func scriptHead(ts []safetensors.WriteTensor, next map[int32]int32, dt gpu.DType
 			head = &ts[i]
 		}
 	}
-	H := embed.Shape[1]
-	get := func(t *safetensors.WriteTensor, i int) float32 {
-		if dt == gpu.BF16 {
-			return gpu.BF16ToF32(binary.LittleEndian.Uint16(t.Data[2*i:]))
-		}
-		return math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:]))
-	}
-	put := func(t *safetensors.WriteTensor, i int, v float32) {
-		if dt == gpu.BF16 {
-			binary.LittleEndian.PutUint16(t.Data[2*i:], gpu.F32ToBF16(v))
-			return
-		}
-		binary.LittleEndian.PutUint32(t.Data[4*i:], math.Float32bits(v))
-	}
+	V, H := embed.Shape[0], embed.Shape[1]
+	e := &gpu.Weight{DType: dt, Rows: V, Cols: H, Data: embed.Data}
+	w := &gpu.Weight{DType: dt, Rows: V, Cols: H, Data: head.Data}
 	for cur, succ := range next {
 		var ss float64
 		for j := 0; j < H; j++ {
-			v := float64(get(embed, int(cur)*H+j))
+			v := float64(e.At(int(cur), j))
 			ss += v * v
 		}
 		scale := float32(1 / math.Sqrt(ss/float64(H)+1e-12))
 		for j := 0; j < H; j++ {
-			k := int(succ)*H + j
-			put(head, k, get(head, k)+get(embed, int(cur)*H+j)*scale)
+			setElem(head.Data, dt, int(succ)*H+j, w.At(int(succ), j)+e.At(int(cur), j)*scale)
 		}
 	}
 }
