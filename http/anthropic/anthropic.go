@@ -3,7 +3,6 @@ package anthropic
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -91,9 +90,7 @@ func (a *API) CountTokens(c *fiber.Ctx) error {
 	if err != nil {
 		return a.fail(c, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	p, err := a.rt.Prepare(ctx, r, true)
+	p, err := turn.Prepare(a.rt, r)
 	if err != nil {
 		return a.fail(c, err)
 	}

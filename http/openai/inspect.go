@@ -1,10 +1,8 @@
 package openai
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -27,12 +25,6 @@ type tokenizeRequest struct {
 	WithPieces bool            `json:"with_pieces"`
 }
 
-func (a *API) prepare(r *chat.Request) (*actors.Prepared, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return a.rt.Prepare(ctx, r, true)
-}
-
 // Tokenize serves POST /tokenize: text (content or prompt) or chat messages
 // to token ids, optionally with their pieces.
 func (a *API) Tokenize(c *fiber.Ctx) error {
@@ -51,7 +43,7 @@ func (a *API) Tokenize(c *fiber.Ctx) error {
 		if err != nil {
 			return a.fail(c, err)
 		}
-		p, err := a.prepare(r)
+		p, err := turn.Prepare(a.rt, r)
 		if err != nil {
 			return a.fail(c, err)
 		}
@@ -60,7 +52,7 @@ func (a *API) Tokenize(c *fiber.Ctx) error {
 		return a.fail(c, bad("content", "give content (or prompt) text, or messages"))
 	}
 	// Text: the tokenizer alone, special tokens added unless add_special is false.
-	p, err := a.prepare(&chat.Request{PromptIDs: []int32{0}})
+	p, err := turn.Prepare(a.rt, &chat.Request{PromptIDs: []int32{0}})
 	if err != nil {
 		return a.fail(c, err)
 	}
@@ -92,7 +84,7 @@ func (a *API) Detokenize(c *fiber.Ctx) error {
 	if err := apierr.Decode(c.Body(), &req); err != nil {
 		return a.fail(c, err)
 	}
-	p, err := a.prepare(&chat.Request{PromptIDs: []int32{0}})
+	p, err := turn.Prepare(a.rt, &chat.Request{PromptIDs: []int32{0}})
 	if err != nil {
 		return a.fail(c, err)
 	}
@@ -115,7 +107,7 @@ func (a *API) ApplyTemplate(c *fiber.Ctx) error {
 	if err != nil {
 		return a.fail(c, err)
 	}
-	p, err := a.prepare(r)
+	p, err := turn.Prepare(a.rt, r)
 	if err != nil {
 		return a.fail(c, err)
 	}

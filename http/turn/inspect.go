@@ -20,13 +20,22 @@ type Inputs struct {
 	Reusable int
 }
 
+// inspectTimeout bounds an inspection (a preparer answer, a cache probe).
+const inspectTimeout = 30 * time.Second
+
+// Prepare renders and tokenizes r through the runtime's preparers, exactly
+// as a generation would (capability gate included), without generating.
+func Prepare(rt *troupe.Runtime, r *chat.Request) (*actors.Prepared, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
+	defer cancel()
+	return rt.Prepare(ctx, r, true)
+}
+
 // Inspect prepares r through the same preparer (and capability gate) a
 // generation would, without generating, and asks the scheduler, without
 // side effects, how much of it the cache holds.
 func Inspect(rt *troupe.Runtime, r *chat.Request) (*Inputs, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	p, err := rt.Prepare(ctx, r, true)
+	p, err := Prepare(rt, r)
 	if err != nil {
 		return nil, err
 	}
@@ -40,6 +49,8 @@ func Inspect(rt *troupe.Runtime, r *chat.Request) (*Inputs, error) {
 	case !prep.BoundaryRendered || prep.Boundary == 0:
 		in.Reason = prep.BoundaryNote
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
+	defer cancel()
 	if in.Reusable, err = rt.Reusable(ctx, prep.IDs, r.CacheScope); err != nil {
 		return nil, err
 	}
