@@ -26,26 +26,12 @@
 //   errors          Rate of failed streaming requests.
 import http from 'k6/http';
 import { check } from 'k6';
-import { Counter, Rate, Trend } from 'k6/metrics';
-import { BASE_URL, MAX_TOKENS, PROMPT, TEMPERATURE, anthropicHeaders, discoverModel, json, parseSSE, runOptions, tag } from './lib/llm.js';
+import { Counter, Rate } from 'k6/metrics';
+import { BASE_URL, MAX_TOKENS, PROMPT, TEMPERATURE, anthropicHeaders, Latency, discoverModel, latencyThresholds, json, parseSSE, runOptions, tag } from './lib/llm.js';
 
-const PROBE = __ENV.TTFT_PROBE !== '0';
+export const options = runOptions(latencyThresholds());
 
-const thresholds = {
-  http_req_failed: ['rate<0.01'],
-  errors: ['rate<0.01'],
-  checks: ['rate>0.99'],
-  ttfb_ms: ['p(95)<1000'],
-};
-if (PROBE) {
-  thresholds.ttft_ms = ['p(95)<2000'];
-  thresholds.inter_token_ms = ['p(95)<200'];
-}
-export const options = runOptions(thresholds);
-
-const ttfb = new Trend('ttfb_ms', true);
-const ttft = new Trend('ttft_ms', true);
-const interToken = new Trend('inter_token_ms', true);
+const latency = new Latency();
 const outputTokens = new Counter('output_tokens');
 const errors = new Rate('errors');
 
@@ -63,14 +49,7 @@ export default function (data) {
   const url = `${BASE_URL}/v1/messages`;
   const params = { headers: anthropicHeaders(), timeout: '120s' };
 
-  let probeMs;
-  if (PROBE) {
-    const p = http.post(url, messagesBody(data.model, `${tag('probe')} ${PROMPT}`, 1, false), Object.assign({ tags: { name: 'ttft_probe' } }, params));
-    if (check(p, { 'probe: status is 200': (r) => r.status === 200 })) {
-      probeMs = p.timings.duration;
-      ttft.add(probeMs);
-    }
-  }
+  const probeMs = latency.probe(url, messagesBody(data.model, `${tag('probe')} ${PROMPT}`, 1, false), params);
 
   const res = http.post(url, messagesBody(data.model, `${tag('stream')} ${PROMPT}`, MAX_TOKENS, true), Object.assign({ tags: { name: 'messages_stream' } }, params));
   const events = res.status === 200 ? parseSSE(res.body) : [];
@@ -109,9 +88,6 @@ export default function (data) {
   if (res.status !== 200) console.error(`status ${res.status}: ${res.error || res.body}`);
   if (!ok) return;
 
-  ttfb.add(res.timings.waiting);
+  latency.record(res, probeMs, outTokens);
   outputTokens.add(outTokens);
-  if (probeMs !== undefined && outTokens > 1) {
-    interToken.add(Math.max(0, res.timings.duration - probeMs) / (outTokens - 1));
-  }
 }

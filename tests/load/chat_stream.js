@@ -41,26 +41,12 @@
 // and troupe_inter_token_latency_seconds on GET /metrics.
 import http from 'k6/http';
 import { check } from 'k6';
-import { Counter, Rate, Trend } from 'k6/metrics';
-import { BASE_URL, MAX_TOKENS, PROMPT, TEMPERATURE, discoverModel, json, openaiHeaders, parseSSE, runOptions, tag } from './lib/llm.js';
+import { Counter, Rate } from 'k6/metrics';
+import { BASE_URL, MAX_TOKENS, PROMPT, TEMPERATURE, Latency, discoverModel, latencyThresholds, json, openaiHeaders, parseSSE, runOptions, tag } from './lib/llm.js';
 
-const PROBE = __ENV.TTFT_PROBE !== '0';
+export const options = runOptions(latencyThresholds());
 
-const thresholds = {
-  http_req_failed: ['rate<0.01'],
-  errors: ['rate<0.01'],
-  checks: ['rate>0.99'],
-  ttfb_ms: ['p(95)<1000'],
-};
-if (PROBE) {
-  thresholds.ttft_ms = ['p(95)<2000'];
-  thresholds.inter_token_ms = ['p(95)<200'];
-}
-export const options = runOptions(thresholds);
-
-const ttfb = new Trend('ttfb_ms', true);
-const ttft = new Trend('ttft_ms', true);
-const interToken = new Trend('inter_token_ms', true);
+const latency = new Latency();
 const completionTokens = new Counter('completion_tokens');
 const errors = new Rate('errors');
 
@@ -79,15 +65,7 @@ export default function (data) {
   const url = `${BASE_URL}/v1/chat/completions`;
   const params = { headers: openaiHeaders(), timeout: '120s' };
 
-  let probeMs;
-  if (PROBE) {
-    const body = chatBody(data.model, `${tag('probe')} ${PROMPT}`, 1, false);
-    const p = http.post(url, body, Object.assign({ tags: { name: 'ttft_probe' } }, params));
-    if (check(p, { 'probe: status is 200': (r) => r.status === 200 })) {
-      probeMs = p.timings.duration;
-      ttft.add(probeMs);
-    }
-  }
+  const probeMs = latency.probe(url, chatBody(data.model, `${tag('probe')} ${PROMPT}`, 1, false), params);
 
   const res = http.post(url, chatBody(data.model, `${tag('stream')} ${PROMPT}`, MAX_TOKENS, true), Object.assign({ tags: { name: 'chat_stream' } }, params));
   const events = res.status === 200 ? parseSSE(res.body) : [];
@@ -116,9 +94,6 @@ export default function (data) {
   if (res.status !== 200) console.error(`status ${res.status}: ${res.error || res.body}`);
   if (!ok) return;
 
-  ttfb.add(res.timings.waiting);
+  latency.record(res, probeMs, usage.completion_tokens);
   completionTokens.add(usage.completion_tokens);
-  if (probeMs !== undefined && usage.completion_tokens > 1) {
-    interToken.add(Math.max(0, res.timings.duration - probeMs) / (usage.completion_tokens - 1));
-  }
 }

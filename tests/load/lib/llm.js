@@ -15,6 +15,8 @@
 //   TEMPERATURE  sampling temperature; the server's default when unset
 //   PROMPT       the user message (each request prefixes a unique tag)
 import http from 'k6/http';
+import { check } from 'k6';
+import { Trend } from 'k6/metrics';
 
 export const BASE_URL = (__ENV.BASE_URL || 'http://127.0.0.1:8080').replace(/\/+$/, '');
 export const API_KEY = __ENV.API_KEY || '';
@@ -112,5 +114,55 @@ export function json(s) {
     return JSON.parse(s);
   } catch (e) {
     return undefined;
+  }
+}
+
+// PROBE is false when TTFT_PROBE=0: no probe requests, no ttft_ms or
+// inter_token_ms.
+export const PROBE = __ENV.TTFT_PROBE !== '0';
+
+// latencyThresholds are the streaming scripts' example thresholds: errors,
+// checks and time to headers, plus the probe's latencies when it runs.
+export function latencyThresholds() {
+  const t = {
+    http_req_failed: ['rate<0.01'],
+    errors: ['rate<0.01'],
+    checks: ['rate>0.99'],
+    ttfb_ms: ['p(95)<1000'],
+  };
+  if (PROBE) {
+    t.ttft_ms = ['p(95)<2000'];
+    t.inter_token_ms = ['p(95)<200'];
+  }
+  return t;
+}
+
+// Latency holds the streaming scripts' latency Trends (create it in the
+// init context, as k6 requires of metrics): ttfb_ms, ttft_ms and
+// inter_token_ms, measured as chat_stream.js explains.
+export class Latency {
+  constructor() {
+    this.ttfb = new Trend('ttfb_ms', true);
+    this.ttft = new Trend('ttft_ms', true);
+    this.interToken = new Trend('inter_token_ms', true);
+  }
+
+  // probe sends the one-token, non-streaming probe (when PROBE) and
+  // returns its duration, the time to a first token, or undefined.
+  probe(url, body, params) {
+    if (!PROBE) return undefined;
+    const p = http.post(url, body, Object.assign({ tags: { name: 'ttft_probe' } }, params));
+    if (!check(p, { 'probe: status is 200': (r) => r.status === 200 })) return undefined;
+    this.ttft.add(p.timings.duration);
+    return p.timings.duration;
+  }
+
+  // record adds a finished stream's time to headers and, with a probe
+  // duration, its estimated interval between tokens.
+  record(res, probeMs, tokens) {
+    this.ttfb.add(res.timings.waiting);
+    if (probeMs !== undefined && tokens > 1) {
+      this.interToken.add(Math.max(0, res.timings.duration - probeMs) / (tokens - 1));
+    }
   }
 }
