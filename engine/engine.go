@@ -107,10 +107,11 @@ type seq struct {
 // feeds one forward pass: a new token for every decoding sequence plus
 // prefill chunks of admitted sequences under the step budget, admitting
 // waiting requests in order while pages and the budget allow. When a
-// decoding sequence needs a page and none is free, the most recently
-// admitted sequence is preempted: its pages are freed and it is requeued to
-// recompute its prompt and generated tokens, so no sequence ever sees a
-// corrupted cache.
+// running sequence needs a page and none is free, the most recently
+// admitted sequence younger than it is preempted (or, with none, itself):
+// its pages are freed and it is requeued to recompute its prompt and
+// generated tokens, so no sequence ever sees a corrupted cache, and the
+// oldest sequence always progresses (see Step).
 //
 // An Engine is not safe for concurrent use; one owner (the scheduler actor)
 // drives it.
@@ -131,8 +132,11 @@ type Engine struct {
 	owners []*seq
 	events []Event
 	lsm    []float32
-	index  *kvcache.Index        // prefix cache of dense-KV models; nil when off
-	snaps  *kvcache.SnapshotPool // snapshot cache of the others; nil when off
+	// preempted records that this step preempted a sequence (admission
+	// then waits for the next step).
+	preempted bool
+	index     *kvcache.Index        // prefix cache of dense-KV models; nil when off
+	snaps     *kvcache.SnapshotPool // snapshot cache of the others; nil when off
 }
 
 func grow(s []float32, n int) []float32 {
@@ -304,17 +308,18 @@ func (e *Engine) donate(s *seq) {
 
 // reuse starts a newly admitted sequence from the longest cached prefix of
 // its tokens (keeping at least one token to compute, whose logits start the
-// generation). A prefix ending inside a page gets a private copy of that page.
-func (e *Engine) reuse(s *seq) {
+// generation). A prefix ending inside a page gets a private copy of that
+// page. It returns the prompt tokens to report as cached if the admission
+// goes through (0 for a recompute after preemption).
+func (e *Engine) reuse(s *seq) int {
 	if s.fed > 0 || len(s.tokens) < 2 {
-		return
+		return 0
 	}
 	if e.snaps != nil {
-		e.restore(s)
-		return
+		return e.restore(s)
 	}
 	if e.index == nil {
-		return
+		return 0
 	}
 	pages, matched, partial, partialLen := e.index.Lookup(s.tokens[:len(s.tokens)-1])
 	if partial >= 0 {
@@ -332,34 +337,34 @@ func (e *Engine) reuse(s *seq) {
 	}
 	if matched == 0 {
 		e.pool.Release(pages)
-		return
+		return 0
 	}
 	s.kv.Pages = append(s.kv.Pages[:0], pages...)
 	s.kv.Len, s.fed = matched, matched
-	if len(s.generated) == 0 { // first admission (not a recompute after preemption)
-		s.cached = min(matched, len(s.req.Prompt))
-		e.stats.CachedTokens += int64(s.cached)
+	if len(s.generated) > 0 { // a recompute after preemption
+		return 0
 	}
+	return matched
 }
 
 // restore starts s from the longest stored snapshot of a prefix of its
 // tokens (keeping at least one token to compute).
-func (e *Engine) restore(s *seq) {
+func (e *Engine) restore(s *seq) int {
 	found := e.snaps.Lookup(s.tokens[:len(s.tokens)-1], s.req.Scope)
 	snap, ok := found.(*model.Snapshot)
 	if !ok {
-		return
+		return 0
 	}
 	kv, err := snap.Restore(e.pool)
 	if err != nil {
-		return // no room: compute from the start
+		return 0 // no room: compute from the start
 	}
 	s.kv = *kv
 	s.fed = kv.Len
-	if len(s.generated) == 0 && !s.req.WarmUp {
-		s.cached = min(kv.Len, len(s.req.Prompt))
-		e.stats.CachedTokens += int64(s.cached)
+	if len(s.generated) > 0 || s.req.WarmUp {
+		return 0
 	}
+	return kv.Len
 }
 
 // Idle reports whether there is nothing to step.
@@ -380,11 +385,16 @@ func (e *Engine) Stats() Stats {
 	return s
 }
 
-// reserve makes room in the pool for s to cover total positions,
-// preempting the most recently admitted sequences that are not yet in this
-// step's batch. When there is no such sequence, s itself is preempted (if it
-// was running) and reserve reports false.
-func (e *Engine) reserve(s *seq, total int) bool {
+// reserve makes room in the pool for s to cover total positions. It first
+// evicts cached prefixes nobody uses, then preempts running sequences
+// admitted after s (the youngest first) that are not yet in this step's
+// batch; it never touches an older sequence, so the oldest running sequence
+// can always take the whole pool (Submit refuses a request the pool cannot
+// hold alone) and some sequence progresses every step. When that is not
+// enough, reserve reports false (the caller decides whether s waits or
+// gives its own pages back). With preempt false (admission, or a shorter
+// chunk) nobody is preempted.
+func (e *Engine) reserve(s *seq, total int, preempt bool) bool {
 	for {
 		err := e.pool.Reserve(&s.kv, total)
 		if err == nil {
@@ -396,21 +406,27 @@ func (e *Engine) reserve(s *seq, total int) bool {
 		if e.index != nil && e.index.Evict(e.pool.PagesFor(total)-len(s.kv.Pages)) > 0 {
 			continue // cached prefixes nobody uses go before running sequences
 		}
-		var victim *seq
-		for i := len(e.running) - 1; i >= 0; i-- {
-			if r := e.running[i]; r != s && !slices.Contains(e.owners, r) {
-				victim = r
-				break
-			}
-		}
-		if victim == nil {
-			if s.admitted {
-				e.preempt(s)
-			}
+		victim := e.youngerVictim(s)
+		if !preempt || victim == nil {
 			return false
 		}
 		e.preempt(victim)
 	}
+}
+
+// youngerVictim is the most recently admitted running sequence admitted
+// after s and not in this step's batch, or nil.
+func (e *Engine) youngerVictim(s *seq) *seq {
+	for i := len(e.running) - 1; i >= 0; i-- {
+		r := e.running[i]
+		if r == s {
+			return nil
+		}
+		if !slices.Contains(e.owners, r) {
+			return r
+		}
+	}
+	return nil
 }
 
 // preempt frees a running sequence and requeues it (at the front) to
@@ -424,35 +440,57 @@ func (e *Engine) preempt(s *seq) {
 	e.running = slices.DeleteFunc(e.running, func(x *seq) bool { return x == s })
 	e.waiting = append([]*seq{s}, e.waiting...)
 	e.stats.Preemptions++
+	e.preempted = true
 }
 
 // Step runs one forward pass and returns its events (nil when idle). The
 // returned slice is reused by the next call.
+//
+// Scheduling, and why it always progresses:
+//  1. Every decoding sequence gets its next token, oldest first.
+//  2. Admitted sequences still prefilling get their next chunk, oldest
+//     first, under the step's token budget.
+//  3. Waiting requests are admitted in order while the budget, MaxRunning,
+//     free state slots and free (or evictable) pages allow. Admission never
+//     preempts: a request that cannot get its first chunk's pages stays
+//     first in line (and nothing behind it overtakes it).
+//
+// A running sequence short of pages may preempt only younger ones (see
+// reserve), and a decoding sequence with nobody younger to preempt
+// preempts itself, giving its pages back to its elders. So the oldest
+// running sequence always gets its token or chunk unless younger ones
+// already took this step's budget or pages with decodes of their own — and
+// those progress. Every step therefore feeds at least one token, and the
+// work of one step is bounded by the number of sequences.
 func (e *Engine) Step() ([]Event, error) {
 	e.batch, e.owners, e.events = e.batch[:0], e.owners[:0], e.events[:0]
+	e.preempted = false
 	budget := e.opt.StepTokens
-	// 1. Every decoding sequence gets its next token, oldest first. (A
-	// preemption while reserving removes sequences from running, so iterate
-	// over a copy and skip those no longer admitted.)
+	// 1. Decodes. (A preemption while reserving removes sequences from
+	// running, so iterate over a copy and skip those no longer admitted.)
 	for _, s := range slices.Clone(e.running) {
 		if !s.admitted || s.fed < len(s.tokens) || budget == 0 {
 			continue
 		}
-		if e.reserve(s, s.fed+1) {
+		if e.reserve(s, s.fed+1, true) {
 			e.add(s, s.tokens[s.fed:s.fed+1])
 			budget--
+		} else if len(e.running) > 1 {
+			e.preempt(s) // its elders need the pages more
 		}
 	}
-	// 2. Prefill chunks: admitted sequences first, then waiting ones in order.
+	// 2. Prefill chunks of admitted sequences.
 	for _, s := range slices.Clone(e.running) {
 		if budget == 0 {
 			break
 		}
 		if s.admitted && s.fed < len(s.tokens) && !slices.Contains(e.owners, s) {
-			budget -= e.prefill(s, budget)
+			budget -= e.prefill(s, budget, true)
 		}
 	}
-	for budget > 0 && len(e.waiting) > 0 && len(e.running) < e.opt.MaxRunning {
+	// 3. Admission, unless this step had to preempt: readmitting what was
+	// just preempted would only thrash.
+	for budget > 0 && !e.preempted && len(e.waiting) > 0 && len(e.running) < e.opt.MaxRunning {
 		s := e.waiting[0]
 		n := min(budget, len(s.tokens))
 		free := e.pool.FreePages()
@@ -465,8 +503,20 @@ func (e *Engine) Step() ([]Event, error) {
 		e.waiting = e.waiting[1:]
 		e.running = append(e.running, s)
 		s.admitted = true
-		e.reuse(s)
-		budget -= e.prefill(s, budget)
+		cached := e.reuse(s)
+		fed := e.prefill(s, budget, false)
+		if fed == 0 { // the reused pages left too little room: undo, wait
+			e.pool.Free(&s.kv)
+			s.fed, s.admitted = 0, false
+			e.running = e.running[:len(e.running)-1]
+			e.waiting = append([]*seq{s}, e.waiting...)
+			break
+		}
+		if cached > 0 {
+			s.cached = min(cached, len(s.req.Prompt))
+			e.stats.CachedTokens += int64(s.cached)
+		}
+		budget -= fed
 	}
 	if len(e.batch) == 0 {
 		if len(e.running) > 0 || len(e.waiting) > 0 {
@@ -535,14 +585,27 @@ func (e *Engine) Step() ([]Event, error) {
 }
 
 // prefill adds the next chunk of s (at most budget tokens) to the batch and
-// returns its size; 0 if the pool had no room.
-func (e *Engine) prefill(s *seq, budget int) int {
+// returns its size; 0 if the pool had no room. When the whole chunk does
+// not fit, a shorter one that does is taken: every token of prefill is
+// progress.
+func (e *Engine) prefill(s *seq, budget int, preempt bool) int {
 	n := min(budget, len(s.tokens)-s.fed)
 	if b := s.req.Boundary; e.snaps != nil && !s.boundary && s.fed < b && b < len(s.tokens) && s.fed+n > b {
 		n = b - s.fed // stop exactly at the history boundary to snapshot it
 	}
-	if !e.reserve(s, s.fed+n) {
-		return 0
+	if !e.reserve(s, s.fed+n, preempt) {
+		// Take what the pages s holds, free pages and evictable cached
+		// prefixes cover.
+		spare := e.pool.FreePages()
+		if e.index != nil {
+			spare += e.index.Evictable()
+		}
+		room := (len(s.kv.Pages)+spare)*e.pool.PageSize() - s.fed
+		if e.pool.PagesFor(1) > 0 && room > 0 && room < n && e.reserve(s, s.fed+room, false) {
+			n = room
+		} else {
+			return 0
+		}
 	}
 	e.add(s, s.tokens[s.fed:s.fed+n])
 	return n
