@@ -48,6 +48,10 @@ type Options struct {
 	// PromptCache turns on prompt reuse (and with it history-boundary
 	// renders on snapshot-reuse models).
 	PromptCache bool
+	// StallTimeout is how long queued work may wait for an engine step
+	// before the runtime reports itself stalled (Runtime.Stalled, /ready,
+	// troupe_scheduler_stalled); 0 means 60s, negative turns it off.
+	StallTimeout time.Duration
 	// Preparers is the size of the RequestPreparer pool; 0 means one per core.
 	Preparers int
 	// Logger receives the runtime's logs; nil means slog.Default().
@@ -69,6 +73,7 @@ type Runtime struct {
 	opts    Options
 	name    string
 	next    atomic.Uint64
+	beat    *actors.Progress
 }
 
 // Start creates an actor system and spawns the pipeline into it.
@@ -79,7 +84,10 @@ func Start(ctx context.Context, opts Options) (*Runtime, error) {
 	}
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return log.With("lib", "protoactor")
-	}))
+	}),
+		// Expected dead letters (answers to requesters that left) are not
+		// logged at all (actors/deadletter.go); the rest at most 3 a minute.
+		actor.WithDeadLetterThrottleInterval(time.Minute), actor.WithDeadLetterThrottleCount(3))
 	rt, err := Spawn(system, opts)
 	if err != nil {
 		return nil, err
@@ -106,6 +114,9 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 	if opts.Preparers <= 0 {
 		opts.Preparers = runtime.NumCPU()
 	}
+	if opts.StallTimeout == 0 {
+		opts.StallTimeout = time.Minute
+	}
 	dir := opts.Model
 	if dir == "" {
 		var err error
@@ -120,11 +131,12 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 	if opts.ServedName == "" {
 		opts.ServedName = filepath.Base(filepath.Clean(dir))
 	}
-	rt := &Runtime{system: system, metrics: metrics.New(), opts: opts, name: opts.ServedName}
+	rt := &Runtime{system: system, metrics: metrics.New(), opts: opts, name: opts.ServedName, beat: &actors.Progress{}}
+	rt.metrics.WatchScheduler(rt.beat, opts.StallTimeout)
 	root := system.Root
 	var err error
 	rt.pids.Scheduler, err = root.SpawnNamed(actor.PropsFromProducer(actors.NewSchedulerActor(
-		engine.Options{StepTokens: opts.StepTokens, MaxRunning: opts.Parallel, PrefixCache: opts.PromptCache}, rt.metrics, opts.Logger)), "scheduler-"+rt.name+"-"+uniq())
+		engine.Options{StepTokens: opts.StepTokens, MaxRunning: opts.Parallel, PrefixCache: opts.PromptCache}, rt.metrics, opts.Logger, rt.beat)), "scheduler-"+rt.name+"-"+uniq())
 	if err != nil {
 		return nil, fmt.Errorf("spawn scheduler: %w", err)
 	}
@@ -159,6 +171,15 @@ func (r *Runtime) PromptCache() bool { return r.opts.PromptCache }
 // Status asks the ModelActor for its load phase.
 func (r *Runtime) Status(ctx context.Context) (*actors.LoadStatus, error) {
 	return ask[*actors.LoadStatus](ctx, r, r.pids.Model, &actors.LoadStatusQuery{})
+}
+
+// Stalled reports whether queued work has waited longer than the stall
+// timeout for an engine step, and how long it has waited. It reads the
+// scheduler's heartbeat without asking the actor, so it answers even when
+// the scheduler is stuck.
+func (r *Runtime) Stalled() (bool, time.Duration) {
+	now := time.Now()
+	return r.beat.Stalled(now, r.opts.StallTimeout), r.beat.Waiting(now)
 }
 
 // ResetCache asks the SchedulerActor to drop every cached prefix.

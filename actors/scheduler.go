@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -17,9 +18,10 @@ import (
 // and stats queries are handled between steps, never after a whole
 // generation.
 type SchedulerActor struct {
-	opt     engine.Options
-	metrics *metrics.Metrics
-	log     *slog.Logger
+	opt      engine.Options
+	metrics  *metrics.Metrics
+	log      *slog.Logger
+	progress *Progress
 
 	eng      *engine.Engine
 	pending  []pendingJob // jobs that arrived before the model
@@ -27,7 +29,7 @@ type SchedulerActor struct {
 	byReq    map[string]engine.SeqID
 	jobs     map[engine.SeqID]*jobState
 	stepping bool
-	warmUps  []*PrefillJob   // run only when the engine is otherwise idle
+	warmUps  []*PrefillJob   // run only when the engine is otherwise idle; at most maxWarmUps
 	last     *SchedulerStats // counters already added to the metrics
 }
 
@@ -41,12 +43,21 @@ type jobState struct {
 	requester *actor.PID
 }
 
-// NewSchedulerActor returns the actor's producer.
-func NewSchedulerActor(opt engine.Options, m *metrics.Metrics, log *slog.Logger) actor.Producer {
+// NewSchedulerActor returns the actor's producer. The actor reports its
+// steps to progress (nil: a private one), which watchdogs read.
+func NewSchedulerActor(opt engine.Options, m *metrics.Metrics, log *slog.Logger, progress *Progress) actor.Producer {
+	if progress == nil {
+		progress = &Progress{}
+	}
 	return func() actor.Actor {
-		return &SchedulerActor{opt: opt, metrics: m, log: log, byReq: map[string]engine.SeqID{}, jobs: map[engine.SeqID]*jobState{}}
+		return &SchedulerActor{opt: opt, metrics: m, log: log, progress: progress, byReq: map[string]engine.SeqID{}, jobs: map[engine.SeqID]*jobState{}}
 	}
 }
+
+// maxWarmUps bounds the queued warm-ups: they only run when the engine is
+// idle, so under steady traffic they would pile up. The oldest go first:
+// newer turns of a conversation supersede them anyway.
+const maxWarmUps = 32
 
 // Receive implements actor.Actor.
 func (s *SchedulerActor) Receive(ctx actor.Context) {
@@ -73,6 +84,9 @@ func (s *SchedulerActor) Receive(ctx actor.Context) {
 		}
 		if msg.WarmUp {
 			if s.eng != nil && s.eng.PrefixCache() && len(msg.Prompt) > 1 {
+				if len(s.warmUps) == maxWarmUps {
+					s.warmUps = slices.Delete(s.warmUps, 0, 1)
+				}
 				s.warmUps = append(s.warmUps, msg)
 				s.kick(ctx)
 			}
@@ -99,6 +113,7 @@ func (s *SchedulerActor) Receive(ctx actor.Context) {
 		ctx.Respond(&CacheProbeResult{ReusableTokens: int32(n)})
 	case *CacheReset:
 		if s.eng != nil {
+			s.warmUps = nil // they would refill the cache just emptied
 			s.eng.ResetCache()
 			s.publish()
 		}
@@ -150,6 +165,9 @@ func (s *SchedulerActor) cancel(reqID string) {
 		s.eng.Cancel(id)
 		delete(s.byReq, reqID)
 		delete(s.jobs, id)
+		if s.eng.Idle() {
+			s.progress.setIdle(time.Now(), true)
+		}
 		s.publish()
 	}
 }
@@ -163,6 +181,7 @@ func (s *SchedulerActor) kick(ctx actor.Context) {
 		}
 	}
 	if !s.stepping && s.eng != nil && !s.eng.Idle() {
+		s.progress.busy(time.Now())
 		s.stepping = true
 		ctx.Send(ctx.Self(), &step{})
 	}
@@ -174,6 +193,7 @@ func (s *SchedulerActor) step(ctx actor.Context) {
 	}
 	before := s.eng.Stats()
 	events, err := s.eng.Step()
+	s.progress.stepped(time.Now(), s.eng.Idle())
 	if err != nil {
 		// A step that cannot run fails every running job rather than spin.
 		s.log.Error("engine step failed", "err", err)
@@ -183,6 +203,7 @@ func (s *SchedulerActor) step(ctx actor.Context) {
 			delete(s.jobs, id)
 			delete(s.byReq, j.id)
 		}
+		s.progress.setIdle(time.Now(), s.eng.Idle())
 		return
 	}
 	after := s.eng.Stats()

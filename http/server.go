@@ -175,6 +175,10 @@ func (s *Server) admit(c *fiber.Ctx) error {
 }
 
 func (s *Server) ready(c *fiber.Ctx) error {
+	if stalled, waited := s.rt.Stalled(); stalled {
+		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"ready": false, "phase": "stalled",
+			"error": "the engine has not progressed for " + waited.Round(time.Second).String() + " with work queued"})
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	st, err := s.rt.Status(ctx)

@@ -23,9 +23,17 @@
 //	prompt_cache_supersedes_total       snapshots superseded by a newer one of their conversation
 //	prompt_cache_warm_ups_total         next-turn histories prefilled ahead
 //	prompt_cache_misses_total{reason}   snapshot misses: no_candidate, prefix_too_short, diverged
+//	scheduler_steps_total               engine steps run by the scheduler
+//	scheduler_stall_seconds             how long queued work has waited for the next engine
+//	                                    step (0 when idle; grows only while the engine is stuck
+//	                                    or a single step is that long)
+//	scheduler_stalled                   1 while scheduler_stall_seconds exceeds the stall timeout
+//	                                    (serve --stall-timeout); /ready answers 503 meanwhile
 package metrics
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -98,4 +106,32 @@ func New() *Metrics {
 		m.HistoryRenders.WithLabelValues(o)
 	}
 	return m
+}
+
+// Heartbeat is what the scheduler watchdog reads: the steps run so far and
+// how long queued work has waited for the next one.
+type Heartbeat interface {
+	Steps() int64
+	Waiting(now time.Time) time.Duration
+}
+
+// WatchScheduler exports the scheduler's heartbeat: its step counter, how
+// long work has waited for a step, and whether that exceeds limit (the
+// stall watchdog; limit <= 0 never reports a stall).
+func (m *Metrics) WatchScheduler(h Heartbeat, limit time.Duration) {
+	m.Registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "troupe_scheduler_steps_total",
+			Help: "Engine steps run by the scheduler."}, func() float64 { return float64(h.Steps()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "troupe_scheduler_stall_seconds",
+			Help: "How long queued work has waited for the next engine step (0 when idle)."},
+			func() float64 { return h.Waiting(time.Now()).Seconds() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "troupe_scheduler_stalled",
+			Help: "1 while queued work has waited longer than the stall timeout for an engine step."},
+			func() float64 {
+				if limit > 0 && h.Waiting(time.Now()) > limit {
+					return 1
+				}
+				return 0
+			}),
+	)
 }

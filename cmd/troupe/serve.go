@@ -53,6 +53,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	storeTTL := fs.Duration("responses-ttl", time.Hour, "how long stored Responses-API responses are kept")
 	storeMax := fs.Int("responses-max", 1024, "most stored Responses-API responses (oldest evicted first)")
 	loadDelay := fs.Duration("debug-load-delay", 0, "testing: delay the weight load by this long")
+	stallTimeout := fs.Duration("stall-timeout", time.Minute, "queued work waiting this long for an engine step turns /ready to 503 (0: off)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -66,17 +67,21 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("serve: --kv-budget: %w", err)
 	}
-	if *parallel < 1 || *maxQueue < 0 || *port < 0 || *port > 65535 || *threads < 0 || *stepTokens < 1 || *storeTTL <= 0 || *storeMax < 1 {
-		return errors.New("serve: --parallel, --step-tokens and --responses-max must be >= 1, --responses-ttl > 0, --max-queue and --threads >= 0, --port in 0..65535")
+	if *parallel < 1 || *maxQueue < 0 || *port < 0 || *port > 65535 || *threads < 0 || *stepTokens < 1 || *storeTTL <= 0 || *storeMax < 1 || *stallTimeout < 0 {
+		return errors.New("serve: --parallel, --step-tokens and --responses-max must be >= 1, --responses-ttl > 0, --max-queue, --threads and --stall-timeout >= 0, --port in 0..65535")
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("serve: --log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if *stallTimeout == 0 {
+		*stallTimeout = -1 // the runtime's "off"
+	}
 	rt, err := troupe.Start(ctx, troupe.Options{
 		Model: *dir, ServedName: *name, ChatTemplate: *tmpl, Threads: *threads, Parallel: *parallel,
 		KVBudget: budget, StepTokens: *stepTokens, PromptCache: *promptCache, Logger: log, LoadDelay: *loadDelay,
+		StallTimeout: *stallTimeout,
 	})
 	if err != nil {
 		return err
