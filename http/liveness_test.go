@@ -14,7 +14,9 @@ import (
 	"time"
 
 	troupe "github.com/troupe-ai/troupe"
+	"github.com/troupe-ai/troupe/chat"
 	troupehttp "github.com/troupe-ai/troupe/http"
+	"github.com/troupe-ai/troupe/templates"
 )
 
 // startWith runs a runtime with exactly opts (no test defaults) and its
@@ -200,4 +202,77 @@ func TestNoDeadLetterFlood(t *testing.T) {
 	if n := strings.Count(logs.String(), "[DeadLetter]"); n > 0 {
 		t.Errorf("%d [DeadLetter] log lines:\n%s", n, logs.String())
 	}
+}
+
+// TestWarmUpQueueBounded: warm-ups wait for an idle engine, so under
+// traffic they queue; the queue keeps at most 32 (the newest), and a cache
+// reset drops the queued ones instead of refilling the cache it emptied.
+func TestWarmUpQueueBounded(t *testing.T) {
+	for _, reset := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reset=%v", reset), func(t *testing.T) {
+			s := startWith(t, troupe.Options{KVBudget: 64 << 20, Parallel: 2, PromptCache: true}, troupehttp.Config{Parallel: 2}, nil)
+			s.waitReady(t)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				resp, err := nethttp.Post(s.url+"/v1/completions", "application/json",
+					strings.NewReader(`{"prompt":"keep the engine busy","max_tokens":600,"ignore_eos":true}`))
+				if err == nil {
+					resp.Body.Close()
+				}
+			}()
+			waitRunning(t, s)
+			for i := range 40 {
+				msgs, err := templates.DecodeJSON([]byte(fmt.Sprintf(`[{"role":"user","content":"question %d"}]`, i)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.rt.WarmUp(context.Background(), &chat.Request{Messages: msgs.([]any)}, "answer"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if reset {
+				if _, err := s.rt.ResetCache(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st, err := s.rt.SchedulerStats(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Running == 0 {
+				t.Skip("the generation ended before the warm-ups were queued (machine too slow to test this)")
+			}
+			<-done
+			want := int64(32)
+			if reset {
+				want = 0
+			}
+			var got int64
+			for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				st, err := s.rt.SchedulerStats(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got = st.WarmUps; got >= want && st.Running == 0 && st.Waiting == 0 {
+					break
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+			if st, _ := s.rt.SchedulerStats(context.Background()); st.WarmUps != want {
+				t.Errorf("%d warm-ups ran, want %d", st.WarmUps, want)
+			}
+		})
+	}
+}
+
+// waitRunning waits until the engine runs a sequence.
+func waitRunning(t *testing.T, s *server) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if st, err := s.rt.SchedulerStats(context.Background()); err == nil && st.Running > 0 {
+			return
+		}
+	}
+	t.Fatal("no sequence started running")
 }
