@@ -35,15 +35,15 @@ type tokenizeRequest struct {
 // Tokenize serves POST /tokenize: text (content or prompt) or chat messages
 // to token ids, optionally with their pieces.
 func (a *API) Tokenize(c *fiber.Ctx) error {
-	var req tokenizeRequest
-	if err := apierr.Decode(c.Body(), &req); err != nil {
-		return a.fail(c, err)
-	}
 	release, err := turn.Admit(a.rt)
 	if err != nil {
 		return a.fail(c, err)
 	}
 	defer release()
+	var req tokenizeRequest
+	if err := apierr.Decode(c.Body(), &req); err != nil {
+		return a.fail(c, err)
+	}
 	var text *string
 	field := "content"
 	switch {
@@ -165,17 +165,17 @@ func writeJSONString(buf *bytes.Buffer, s string) {
 
 // Detokenize serves POST /detokenize: token ids to text.
 func (a *API) Detokenize(c *fiber.Ctx) error {
+	release, err := turn.Admit(a.rt)
+	if err != nil {
+		return a.fail(c, err)
+	}
+	defer release()
 	var req struct {
 		Tokens []int32 `json:"tokens"`
 	}
 	if err := apierr.Decode(c.Body(), &req); err != nil {
 		return a.fail(c, err)
 	}
-	release, err := turn.Admit(a.rt)
-	if err != nil {
-		return a.fail(c, err)
-	}
-	defer release()
 	limits := a.rt.InspectLimits()
 	if len(req.Tokens) > limits.MaxInput {
 		return a.failOn(c, &actors.TooLarge{What: "tokens", Size: len(req.Tokens), Limit: limits.MaxInput, Unit: "tokens"}, "tokens")
