@@ -145,17 +145,27 @@ func retryAfter(err error) int {
 	return max(1, int((d+time.Second-1)/time.Second))
 }
 
-// report logs what the client is not told: server errors, and the full
-// error (file paths included) when the client's message withheld details.
+// report logs what the client is not told: server errors, requests the
+// runtime was too busy to prepare, and the full error (file paths
+// included) of a template failure, whose message to the client leaves them
+// out.
 func report(c *fiber.Ctx, log *slog.Logger, err error, status int, msg string) {
 	if log == nil {
 		return
 	}
+	var (
+		te *templates.Error
+		to *actors.TimedOut
+	)
 	switch {
 	case status >= 500 && status != fiber.StatusServiceUnavailable:
 		log.Error("request failed", "route", c.Path(), "status", status, "err", err)
+	case errors.As(err, &to):
+		log.Warn("request not prepared in time", "route", c.Path(), "status", status, "err", err)
+	case errors.As(err, &te):
+		log.Info("chat template refused the request", "route", c.Path(), "status", status, "err", err)
 	case msg != err.Error():
-		log.Info("request refused", "route", c.Path(), "status", status, "err", err)
+		log.Debug("request refused", "route", c.Path(), "status", status, "err", err)
 	}
 }
 
