@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,8 +26,12 @@ import (
 	"github.com/troupe-ai/troupe/actors"
 	"github.com/troupe-ai/troupe/chat"
 	"github.com/troupe-ai/troupe/engine"
+	"github.com/troupe-ai/troupe/gpu"
+	"github.com/troupe-ai/troupe/kvcache"
 	"github.com/troupe-ai/troupe/metrics"
+	"github.com/troupe-ai/troupe/model"
 	"github.com/troupe-ai/troupe/model/checkpoint"
+	"github.com/troupe-ai/troupe/templates"
 )
 
 // Options configure a runtime.
@@ -57,6 +62,28 @@ type Options struct {
 	// Logger receives the runtime's logs; nil means slog.Default().
 	Logger *slog.Logger
 
+	// PrepareTimeout bounds how long a request waits for a preparer and its
+	// answer; past it the request fails with *actors.TimedOut (HTTP 503).
+	// 0 means 30s.
+	PrepareTimeout time.Duration
+	// BigPrepareBytes is the size of text (messages, tools, prompt) from
+	// which a preparation counts as big: at most Preparers-1 big ones (at
+	// least one) run at once, so small requests always find a preparer
+	// that is not busy with a huge prompt. 0 means 256 KiB.
+	BigPrepareBytes int
+	// MaxInspections bounds the inspection requests (tokenize, detokenize,
+	// apply-template, input_tokens, count_tokens) in flight; past it they
+	// are refused with *actors.Overloaded (HTTP 429). 0 means 16 (at least
+	// 2 per preparer).
+	MaxInspections int
+	// InspectMaxInput bounds an inspection's input: bytes of text, or
+	// tokens for detokenize; past it the answer is *actors.TooLarge (HTTP
+	// 413). 0 means 1 MiB.
+	InspectMaxInput int
+	// InspectMaxOutput bounds an inspection answer's size in bytes (the
+	// HTTP layer refuses with 413 past it). 0 means 16 MiB.
+	InspectMaxOutput int
+
 	// LoadDelay slows the weight load (tests of requests queued during load).
 	LoadDelay time.Duration
 	// PrepareHook runs in the preparer before each request (tests inject
@@ -74,6 +101,24 @@ type Runtime struct {
 	name    string
 	next    atomic.Uint64
 	beat    *actors.Progress
+
+	// idle holds the indexes of the preparers with no request: a request
+	// takes one and gives it back when the preparer has answered, so no
+	// request waits behind another's preparation while a preparer is idle.
+	idle chan int
+	// big bounds the big preparations running at once.
+	big chan struct{}
+	// inspections bounds the inspection requests in flight.
+	inspections chan struct{}
+	// limits are the loaded model's length limits (nil while loading).
+	limits atomic.Pointer[engine.Limits]
+}
+
+// InspectLimits bound one inspection request.
+type InspectLimits struct {
+	// MaxInput is in bytes of text (tokens for detokenize); MaxOutput in
+	// bytes of the answer.
+	MaxInput, MaxOutput int
 }
 
 // Start creates an actor system and spawns the pipeline into it.
@@ -117,6 +162,21 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 	if opts.StallTimeout == 0 {
 		opts.StallTimeout = time.Minute
 	}
+	if opts.PrepareTimeout <= 0 {
+		opts.PrepareTimeout = 30 * time.Second
+	}
+	if opts.BigPrepareBytes <= 0 {
+		opts.BigPrepareBytes = 256 << 10
+	}
+	if opts.MaxInspections <= 0 {
+		opts.MaxInspections = max(16, 2*opts.Preparers)
+	}
+	if opts.InspectMaxInput <= 0 {
+		opts.InspectMaxInput = 1 << 20
+	}
+	if opts.InspectMaxOutput <= 0 {
+		opts.InspectMaxOutput = 16 << 20
+	}
 	dir := opts.Model
 	if dir == "" {
 		var err error
@@ -131,7 +191,9 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 	if opts.ServedName == "" {
 		opts.ServedName = filepath.Base(filepath.Clean(dir))
 	}
-	rt := &Runtime{system: system, metrics: metrics.New(), opts: opts, name: opts.ServedName, beat: &actors.Progress{}}
+	rt := &Runtime{system: system, metrics: metrics.New(), opts: opts, name: opts.ServedName, beat: &actors.Progress{},
+		idle: make(chan int, opts.Preparers), big: make(chan struct{}, max(1, opts.Preparers-1)),
+		inspections: make(chan struct{}, opts.MaxInspections)}
 	rt.metrics.WatchScheduler(rt.beat, opts.StallTimeout)
 	root := system.Root
 	var err error
@@ -140,7 +202,7 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spawn scheduler: %w", err)
 	}
-	loader := &dirLoader{opts: opts}
+	loader := &limitsLoader{Loader: &dirLoader{opts: opts}, limits: &rt.limits}
 	rt.pids.Model, err = root.SpawnNamed(actor.PropsFromProducer(actors.NewModelActor(rt.name, loader, rt.pids.Scheduler, opts.Logger)), "model-"+rt.name+"-"+uniq())
 	if err != nil {
 		return nil, fmt.Errorf("spawn model actor: %w", err)
@@ -148,8 +210,26 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 	for i := 0; i < opts.Preparers; i++ {
 		pid := root.Spawn(actor.PropsFromProducer(actors.NewRequestPreparer(rt.pids.Model, rt.metrics, opts.Logger, opts.PrepareHook)))
 		rt.pids.Preparers = append(rt.pids.Preparers, pid)
+		rt.idle <- i
 	}
 	return rt, nil
+}
+
+// limitsLoader records the loaded model's length limits for the runtime
+// before the ModelActor hands the model to the scheduler, so requests can
+// be checked against them before they are submitted.
+type limitsLoader struct {
+	actors.Loader
+	limits *atomic.Pointer[engine.Limits]
+}
+
+func (l *limitsLoader) LoadModel(ctx context.Context, phase func(string)) (model.Model, gpu.Device, *kvcache.Pool, error) {
+	m, dev, pool, err := l.Loader.LoadModel(ctx, phase)
+	if err == nil {
+		lim := engine.LimitsOf(m, pool)
+		l.limits.Store(&lim)
+	}
+	return m, dev, pool, err
 }
 
 var spawnCount atomic.Uint64
@@ -164,6 +244,35 @@ func (r *Runtime) Pids() actors.Pids { return r.pids }
 
 // Metrics returns the runtime's Prometheus collectors.
 func (r *Runtime) Metrics() *metrics.Metrics { return r.metrics }
+
+// Logger is the runtime's logger.
+func (r *Runtime) Logger() *slog.Logger { return r.opts.Logger }
+
+// InspectLimits are the bounds on one inspection request.
+func (r *Runtime) InspectLimits() InspectLimits {
+	return InspectLimits{MaxInput: r.opts.InspectMaxInput, MaxOutput: r.opts.InspectMaxOutput}
+}
+
+// AdmitInspection takes one of the MaxInspections slots for an inspection
+// request, or refuses with *actors.Overloaded when all are taken; release
+// frees the slot.
+func (r *Runtime) AdmitInspection() (release func(), err error) {
+	select {
+	case r.inspections <- struct{}{}:
+		var once sync.Once
+		return func() { once.Do(func() { <-r.inspections }) }, nil
+	default:
+		return nil, &actors.Overloaded{What: "inspection requests in flight", Limit: cap(r.inspections), RetryAfter: time.Second}
+	}
+}
+
+// Limits are the loaded model's length limits; ok is false while it loads.
+func (r *Runtime) Limits() (l engine.Limits, ok bool) {
+	if p := r.limits.Load(); p != nil {
+		return *p, true
+	}
+	return engine.Limits{}, false
+}
 
 // PromptCache reports whether the prompt cache is on.
 func (r *Runtime) PromptCache() bool { return r.opts.PromptCache }
@@ -225,16 +334,21 @@ func (r *Runtime) request(ctx context.Context, pid *actor.PID, msg any) (any, er
 }
 
 // Prepare renders and tokenizes req through a RequestPreparer (the same path
-// generation takes). With inspect, no job is built.
+// generation takes). With inspect, no job is built and the input is checked
+// against InspectMaxInput. It waits for an idle preparer and its answer at
+// most PrepareTimeout (or until ctx ends): past it the error is
+// *actors.TimedOut.
 func (r *Runtime) Prepare(ctx context.Context, req *chat.Request, inspect bool) (*actors.Prepared, error) {
-	id, p := r.pick("req-")
-	res, err := r.request(ctx, p, &actors.Prepare{ID: id, Request: req, PromptCache: r.opts.PromptCache, InspectOnly: inspect})
-	if err != nil {
-		return nil, fmt.Errorf("prepare: %w", err)
+	if inspect {
+		if n := requestBytes(req); n > r.opts.InspectMaxInput {
+			return nil, &actors.TooLarge{What: "the input", Size: n, Limit: r.opts.InspectMaxInput, Unit: "bytes of text"}
+		}
 	}
-	out, ok := res.(*actors.Prepared)
-	if !ok {
-		return nil, fmt.Errorf("preparer answered %T", res)
+	out, err := r.prepare(ctx, "req-", req, func(id string) *actors.Prepare {
+		return &actors.Prepare{ID: id, Request: req, PromptCache: r.opts.PromptCache, InspectOnly: inspect}
+	})
+	if err != nil {
+		return nil, err
 	}
 	if out.Err != nil {
 		return out, out.Err
@@ -242,28 +356,123 @@ func (r *Runtime) Prepare(ctx context.Context, req *chat.Request, inspect bool) 
 	return out, nil
 }
 
+// prepare sends one Prepare to an idle preparer and waits for its answer.
+// A preparer is given back to the idle set only once it has answered, even
+// when the caller stopped waiting, so later requests are never queued
+// behind a preparation still running.
+func (r *Runtime) prepare(ctx context.Context, prefix string, req *chat.Request, msg func(id string) *actors.Prepare) (*actors.Prepared, error) {
+	timeout := r.opts.PrepareTimeout
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	timedOut := func() error {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return &actors.TimedOut{What: "prepare", After: timeout, RetryAfter: time.Second}
+		}
+		return fmt.Errorf("prepare: %w", ctx.Err())
+	}
+	big := requestBytes(req) > r.opts.BigPrepareBytes
+	if big {
+		select {
+		case r.big <- struct{}{}:
+		case <-ctx.Done():
+			return nil, timedOut()
+		}
+	}
+	var idx int
+	select {
+	case idx = <-r.idle:
+	case <-ctx.Done():
+		if big {
+			<-r.big
+		}
+		return nil, timedOut()
+	}
+	id := prefix + strconv.FormatUint(r.next.Add(1), 10)
+	// The future outlives the caller's wait: it only frees the preparer.
+	fut := r.system.Root.RequestFuture(r.pids.Preparers[idx], msg(id), preparerAnswerTimeout)
+	type answer struct {
+		res any
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := fut.Result()
+		r.idle <- idx
+		if big {
+			<-r.big
+		}
+		done <- answer{res, err}
+	}()
+	select {
+	case a := <-done:
+		if a.err != nil {
+			return nil, fmt.Errorf("prepare: %w", a.err)
+		}
+		out, ok := a.res.(*actors.Prepared)
+		if !ok {
+			return nil, fmt.Errorf("preparer answered %T", a.res)
+		}
+		return out, nil
+	case <-ctx.Done():
+		return nil, timedOut()
+	}
+}
+
+// preparerAnswerTimeout is how long an idle-set slot waits for a preparer's
+// answer before it is given back anyway (a preparer always answers, unless
+// the runtime is closing).
+const preparerAnswerTimeout = 10 * time.Minute
+
+// requestBytes is the size of a request's text: the strings of its
+// messages, tools, documents and prompt (what rendering and tokenizing
+// cost grows with), and its prompt ids.
+func requestBytes(req *chat.Request) int {
+	return textBytes(req.Messages) + textBytes(req.Tools) + textBytes(req.Documents) + len(req.Prompt) + len(req.PromptIDs)
+}
+
+func textBytes(v any) int {
+	switch x := v.(type) {
+	case string:
+		return len(x)
+	case []any:
+		n := 0
+		for _, e := range x {
+			n += textBytes(e)
+		}
+		return n
+	case *templates.Dict:
+		n := 0
+		x.Range(func(k, v any) bool {
+			n += textBytes(k) + textBytes(v)
+			return true
+		})
+		return n
+	case map[string]any:
+		n := 0
+		for k, e := range x {
+			n += len(k) + textBytes(e)
+		}
+		return n
+	}
+	return 0
+}
+
 // WarmUp asks, after a turn of a conversation on a snapshot-reuse model
 // finished with reply, for the history the next turn will render to be
 // prefilled from the best snapshot and stored, when the scheduler is idle.
 // It returns once the job is queued; errors only mean no warm-up.
 func (r *Runtime) WarmUp(ctx context.Context, req *chat.Request, reply string) error {
-	id, p := r.pick("warm-")
-	res, err := r.request(ctx, p, &actors.Prepare{ID: id, Request: req, PromptCache: r.opts.PromptCache, WarmUpReply: &reply})
+	out, err := r.prepare(ctx, "warm-", req, func(id string) *actors.Prepare {
+		return &actors.Prepare{ID: id, Request: req, PromptCache: r.opts.PromptCache, WarmUpReply: &reply}
+	})
 	if err != nil {
 		return err
 	}
-	out, ok := res.(*actors.Prepared)
-	if !ok || out.Err != nil || out.Job == nil {
+	if out.Err != nil || out.Job == nil {
 		return fmt.Errorf("warm-up not prepared: %v", out.Err)
 	}
 	r.system.Root.Send(r.pids.Scheduler, out.Job)
 	return nil
-}
-
-// pick names a new request and chooses its preparer, round-robin.
-func (r *Runtime) pick(prefix string) (string, *actor.PID) {
-	n := r.next.Add(1)
-	return prefix + strconv.FormatUint(n, 10), r.pids.Preparers[int(n%uint64(len(r.pids.Preparers)))]
 }
 
 // Stream is one generation in flight.
@@ -289,8 +498,16 @@ func (r *Runtime) Generate(ctx context.Context, req *chat.Request) (*Stream, err
 	if err != nil {
 		return nil, err
 	}
-	events := make(chan *actors.TokenEvent, 64)
 	job := prep.Job
+	// Refuse what can never run now, before the caller answers anything
+	// (the scheduler checks again; before the model has loaded only it
+	// does).
+	if l, ok := r.Limits(); ok {
+		if _, err := l.Admit(len(job.Prompt), int(job.MaxTokens), job.FitMaxTokens); err != nil {
+			return nil, err
+		}
+	}
+	events := make(chan *actors.TokenEvent, 64)
 	done := make(chan struct{})     // closed by Cancel
 	finished := make(chan struct{}) // closed by the receiver when the stream ends
 	// A per-request actor receives the scheduler's events (so the job's

@@ -1,6 +1,9 @@
 package actors
 
 import (
+	"fmt"
+	"time"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-ai/troupe/chat"
@@ -78,6 +81,46 @@ type Unavailable struct{ Cause error }
 
 func (e *Unavailable) Error() string { return "the model failed to load: " + e.Cause.Error() }
 func (e *Unavailable) Unwrap() error { return e.Cause }
+
+// Overloaded is the error of a request refused because the runtime is at a
+// concurrency bound it enforces (an HTTP 429): retrying after RetryAfter
+// may succeed.
+type Overloaded struct {
+	// What names the bound ("inspection requests in flight").
+	What       string
+	Limit      int
+	RetryAfter time.Duration
+}
+
+func (e *Overloaded) Error() string {
+	return fmt.Sprintf("the server is at capacity (%d %s); retry shortly", e.Limit, e.What)
+}
+
+// TimedOut is the error of a request the runtime could not serve in time
+// because it is busy (an HTTP 503 with Retry-After), e.g. no preparer
+// answered within the prepare timeout.
+type TimedOut struct {
+	// What names the step that timed out ("prepare").
+	What       string
+	After      time.Duration
+	RetryAfter time.Duration
+}
+
+func (e *TimedOut) Error() string {
+	return fmt.Sprintf("the server is busy: %s did not finish within %v; retry shortly", e.What, e.After)
+}
+
+// TooLarge is the error of an input over a size limit the runtime enforces
+// (an HTTP 413): Size and Limit are in Unit ("bytes of text", "tokens").
+type TooLarge struct {
+	What        string
+	Size, Limit int
+	Unit        string
+}
+
+func (e *TooLarge) Error() string {
+	return fmt.Sprintf("%s is %d %s, over the limit of %d", e.What, e.Size, e.Unit, e.Limit)
+}
 
 // assetsReady carries the tokenizer and template to a preparer.
 type assetsReady struct{ assets *chat.Assets }

@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/troupe-ai/troupe/gpu"
@@ -233,25 +232,11 @@ func (e *Engine) Submit(r Request) (SeqID, error) {
 	if err := r.Sample.Validate(); err != nil {
 		return 0, fmt.Errorf("engine: %w", err)
 	}
-	if r.FitMaxTokens {
-		room := math.MaxInt
-		if mp := e.m.Info().MaxPos; mp > 0 {
-			room = mp
-		}
-		if e.pool.PagesFor(1) > 0 { // a model with KV pages
-			room = min(room, e.pool.NumPages()*e.pool.PageSize())
-		}
-		if left := room - len(r.Prompt); left >= 1 {
-			r.MaxTokens = min(r.MaxTokens, left)
-		}
+	maxTokens, err := LimitsOf(e.m, e.pool).Admit(len(r.Prompt), r.MaxTokens, r.FitMaxTokens)
+	if err != nil {
+		return 0, err
 	}
-	total := len(r.Prompt) + r.MaxTokens
-	if mp := e.m.Info().MaxPos; mp > 0 && total > mp {
-		return 0, fmt.Errorf("%w: prompt %d + max tokens %d exceeds the model's %d positions", ErrTooLong, len(r.Prompt), r.MaxTokens, mp)
-	}
-	if need := e.pool.PagesFor(total); need > e.pool.NumPages() {
-		return 0, fmt.Errorf("%w: %d tokens need %d KV pages, the pool has %d", ErrTooLong, total, need, e.pool.NumPages())
-	}
+	r.MaxTokens = maxTokens
 	e.nextID++
 	s := &seq{id: e.nextID, req: r, sampler: sample.New(r.Sample, r.Prompt), tokens: slices.Clip(slices.Clone(r.Prompt))}
 	e.waiting = append(e.waiting, s)

@@ -37,8 +37,7 @@ type API struct {
 func New(rt *troupe.Runtime, cfg Config) *API { return &API{rt: rt, cfg: cfg} }
 
 func (a *API) fail(c *fiber.Ctx, err error) error {
-	status, _ := apierr.Classify(err, "")
-	return apierr.Anthropic(c, status, err.Error())
+	return apierr.ReplyAnthropic(c, a.rt.Logger(), err)
 }
 
 // parse decodes a Messages body, checks the model it names and translates

@@ -9,13 +9,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/troupe-ai/troupe/actors"
 	"github.com/troupe-ai/troupe/chat"
+	"github.com/troupe-ai/troupe/engine"
 	"github.com/troupe-ai/troupe/templates"
 )
 
@@ -38,26 +42,155 @@ func NotFound(param, format string, args ...any) error {
 	return &Field{Status: fiber.StatusNotFound, Param: param, Msg: fmt.Sprintf(format, args...)}
 }
 
-// Classify maps an error to its HTTP status and the field it names:
-// Field errors carry both, errors about the request's content (a template
-// raising, no chat template) are 400 on defaultParam, a model that failed
-// to load is 503, anything else is 500.
+// Params names the fields of an API that errors about the request as a
+// whole point at.
+type Params struct {
+	// Prompt is the field holding the prompt (messages, prompt, input).
+	Prompt string
+	// MaxTokens is the generation bound's field (max_tokens,
+	// max_output_tokens).
+	MaxTokens string
+}
+
+// Classify maps an error to its HTTP status and the field it names (see
+// Describe); defaultParam is the prompt's field.
 func Classify(err error, defaultParam string) (status int, param string) {
-	var fe *Field
-	var br *chat.BadRequest
-	var un *actors.Unavailable
+	status, param, _ = Describe(err, Params{Prompt: defaultParam, MaxTokens: "max_tokens"})
+	return status, param
+}
+
+// Describe maps an error to its HTTP status, the field it names and the
+// message a client sees. Field errors carry their status and field; errors
+// about the request's content (a template raising, no chat template) are
+// 400 on the prompt's field, with the template's reason but never its file
+// path; a request too long for the model is 400 on the prompt's field when
+// the prompt alone is too long, else on the max-tokens field; an input over
+// an inspection limit is 413; a runtime at a concurrency bound is 429, one
+// too busy to prepare in time or whose model failed to load is 503;
+// anything else is 500.
+func Describe(err error, p Params) (status int, param, msg string) {
+	var (
+		fe  *Field
+		br  *chat.BadRequest
+		un  *actors.Unavailable
+		te  *templates.Error
+		tl  *engine.TooLongError
+		ov  *actors.Overloaded
+		to  *actors.TimedOut
+		big *actors.TooLarge
+	)
 	switch {
 	case errors.As(err, &un):
-		return fiber.StatusServiceUnavailable, ""
+		return fiber.StatusServiceUnavailable, "", err.Error()
+	case errors.As(err, &ov):
+		return fiber.StatusTooManyRequests, "", err.Error()
+	case errors.As(err, &to):
+		return fiber.StatusServiceUnavailable, "", err.Error()
+	case errors.As(err, &big):
+		return fiber.StatusRequestEntityTooLarge, p.Prompt, err.Error()
 	case errors.As(err, &fe):
 		if fe.Status == 0 {
-			return fiber.StatusBadRequest, fe.Param
+			return fiber.StatusBadRequest, fe.Param, fe.Msg
 		}
-		return fe.Status, fe.Param
+		return fe.Status, fe.Param, fe.Msg
+	case errors.As(err, &tl):
+		return fiber.StatusBadRequest, tooLongParam(tl, p), tooLongMessage(tl, p)
+	case errors.As(err, &te):
+		// The template's name is its file on the server: keep it in the log.
+		msg := "chat template: " + te.Type + ": " + te.Message
+		if te.Line > 0 {
+			msg += " (template line " + strconv.Itoa(te.Line) + ")"
+		}
+		return fiber.StatusBadRequest, p.Prompt, msg
 	case errors.As(err, &br), errors.Is(err, chat.ErrNoTemplate):
-		return fiber.StatusBadRequest, defaultParam
+		return fiber.StatusBadRequest, p.Prompt, err.Error()
 	}
-	return fiber.StatusInternalServerError, ""
+	return fiber.StatusInternalServerError, "", err.Error()
+}
+
+func tooLongParam(e *engine.TooLongError, p Params) string {
+	if e.PromptOnly {
+		return p.Prompt
+	}
+	return p.MaxTokens
+}
+
+func tooLongMessage(e *engine.TooLongError, p Params) string {
+	what := "the model's " + strconv.Itoa(e.Limit) + " positions"
+	if e.Pages > 0 {
+		what = "the KV cache's " + strconv.Itoa(e.Limit) + " positions"
+	}
+	if e.PromptOnly {
+		return fmt.Sprintf("%s: the prompt is %d tokens, which leaves no room for output within %s", p.Prompt, e.Prompt, what)
+	}
+	return fmt.Sprintf("%s: the prompt (%d tokens) + %s (%d) exceeds %s", p.MaxTokens, e.Prompt, p.MaxTokens, e.MaxTokens, what)
+}
+
+// retryAfter is the Retry-After of an error the client may retry, in whole
+// seconds (0 when it is not one).
+func retryAfter(err error) int {
+	var (
+		ov *actors.Overloaded
+		to *actors.TimedOut
+	)
+	d := time.Duration(0)
+	switch {
+	case errors.As(err, &ov):
+		d = ov.RetryAfter
+	case errors.As(err, &to):
+		d = to.RetryAfter
+	default:
+		return 0
+	}
+	return max(1, int((d+time.Second-1)/time.Second))
+}
+
+// report logs what the client is not told: server errors, requests the
+// runtime was too busy to prepare, and the full error (file paths
+// included) of a template failure, whose message to the client leaves them
+// out.
+func report(c *fiber.Ctx, log *slog.Logger, err error, status int, msg string) {
+	if log == nil {
+		return
+	}
+	var (
+		te *templates.Error
+		to *actors.TimedOut
+	)
+	switch {
+	case status >= 500 && status != fiber.StatusServiceUnavailable:
+		log.Error("request failed", "route", c.Path(), "status", status, "err", err)
+	case errors.As(err, &to):
+		log.Warn("request not prepared in time", "route", c.Path(), "status", status, "err", err)
+	case errors.As(err, &te):
+		log.Info("chat template refused the request", "route", c.Path(), "status", status, "err", err)
+	case msg != err.Error():
+		log.Debug("request refused", "route", c.Path(), "status", status, "err", err)
+	}
+}
+
+// ReplyOpenAI answers err in OpenAI's error shape (see Describe), with
+// Retry-After when the client may retry, and logs what the message leaves
+// out.
+func ReplyOpenAI(c *fiber.Ctx, log *slog.Logger, err error, p Params) error {
+	status, param, msg := Describe(err, p)
+	report(c, log, err, status, msg)
+	if s := retryAfter(err); s > 0 {
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(s))
+	}
+	return OpenAI(c, status, msg, param)
+}
+
+// ReplyAnthropic answers err in Anthropic's error shape (see Describe),
+// with Retry-After when the client may retry, and logs what the message
+// leaves out.
+func ReplyAnthropic(c *fiber.Ctx, log *slog.Logger, err error) error {
+	status, _, msg := Describe(err, Params{Prompt: "messages", MaxTokens: "max_tokens"})
+	report(c, log, err, status, msg)
+	if s := retryAfter(err); s > 0 {
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(s))
+	}
+	return Anthropic(c, status, msg)
 }
 
 // Number checks an optional number field against [lo, hi] and, when set,

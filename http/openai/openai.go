@@ -38,8 +38,12 @@ type API struct {
 func New(rt *troupe.Runtime, cfg Config) *API { return &API{rt: rt, cfg: cfg} }
 
 func (a *API) fail(c *fiber.Ctx, err error) error {
-	status, param := apierr.Classify(err, "messages")
-	return apierr.OpenAI(c, status, err.Error(), param)
+	return a.failOn(c, err, "messages")
+}
+
+// failOn answers err, naming promptParam when the prompt is at fault.
+func (a *API) failOn(c *fiber.Ctx, err error, promptParam string) error {
+	return apierr.ReplyOpenAI(c, a.rt.Logger(), err, apierr.Params{Prompt: promptParam, MaxTokens: "max_tokens"})
 }
 
 // checkModel rejects a request naming another model (404).
@@ -94,6 +98,9 @@ func (a *API) Completions(c *fiber.Ctx) error {
 func (a *API) run(c *fiber.Ctx, r *chat.Request, stream, includeUsage, isChat bool) error {
 	t, err := turn.Start(a.rt, r, turn.Options{Reasoning: isChat, Arrival: turn.Arrival(c)})
 	if err != nil {
+		if !isChat {
+			return a.failOn(c, err, "prompt")
+		}
 		return a.fail(c, err)
 	}
 	id := "chatcmpl-" + strconv.FormatUint(a.ids.Add(1), 36) + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)

@@ -48,8 +48,7 @@ func New(rt *troupe.Runtime, cfg Config) *API {
 }
 
 func (a *API) fail(c *fiber.Ctx, err error) error {
-	status, param := apierr.Classify(err, "input")
-	return apierr.OpenAI(c, status, err.Error(), param)
+	return apierr.ReplyOpenAI(c, a.rt.Logger(), err, apierr.Params{Prompt: "input", MaxTokens: "max_output_tokens"})
 }
 
 // newID is prefix_ and 24 random hex digits, as OpenAI's ids look.

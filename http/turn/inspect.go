@@ -2,11 +2,13 @@ package turn
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	troupe "github.com/troupe-ai/troupe"
 	"github.com/troupe-ai/troupe/actors"
 	"github.com/troupe-ai/troupe/chat"
+	"github.com/troupe-ai/troupe/templates"
 )
 
 // Inputs is what a generating route would prefill for a request, as the
@@ -20,22 +22,41 @@ type Inputs struct {
 	Reusable int
 }
 
-// inspectTimeout bounds an inspection (a preparer answer, a cache probe).
-const inspectTimeout = 30 * time.Second
+// Admit takes one of the runtime's inspection slots for a whole inspection
+// request; past the bound the error is *actors.Overloaded (a 429). The
+// caller calls release when it has answered.
+func Admit(rt *troupe.Runtime) (release func(), err error) { return rt.AdmitInspection() }
 
 // Prepare renders and tokenizes r through the runtime's preparers, exactly
-// as a generation would (capability gate included), without generating.
+// as a generation would (capability gate included), without generating. It
+// holds an inspection slot while it runs (see Admit) and refuses an input
+// over the runtime's inspection input limit.
 func Prepare(rt *troupe.Runtime, r *chat.Request) (*actors.Prepared, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
-	defer cancel()
-	return rt.Prepare(ctx, r, true)
+	release, err := Admit(rt)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return PrepareAdmitted(rt, r)
+}
+
+// PrepareAdmitted is Prepare for a caller that already holds an inspection
+// slot.
+func PrepareAdmitted(rt *troupe.Runtime, r *chat.Request) (*actors.Prepared, error) {
+	return rt.Prepare(context.Background(), r, true)
 }
 
 // Inspect prepares r through the same preparer (and capability gate) a
 // generation would, without generating, and asks the scheduler, without
-// side effects, how much of it the cache holds.
+// side effects, how much of it the cache holds. It holds an inspection slot
+// while it runs.
 func Inspect(rt *troupe.Runtime, r *chat.Request) (*Inputs, error) {
-	p, err := Prepare(rt, r)
+	release, err := Admit(rt)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	p, err := PrepareAdmitted(rt, r)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +68,7 @@ func Inspect(rt *troupe.Runtime, r *chat.Request) (*Inputs, error) {
 	case p.Capability == actors.DenseKV && !prep.BoundaryRendered:
 		in.Reason = "dense model: any common prefix is reused, no boundary needed"
 	case !prep.BoundaryRendered || prep.Boundary == 0:
-		in.Reason = prep.BoundaryNote
+		in.Reason = withoutTemplatePaths(prep.BoundaryNote, p.Assets)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
 	defer cancel()
@@ -55,6 +76,26 @@ func Inspect(rt *troupe.Runtime, r *chat.Request) (*Inputs, error) {
 		return nil, err
 	}
 	return in, nil
+}
+
+// inspectTimeout bounds a cache probe.
+const inspectTimeout = 30 * time.Second
+
+// withoutTemplatePaths replaces the chat templates' names (their files on
+// the server) in a note meant for the client.
+func withoutTemplatePaths(note string, a *chat.Assets) string {
+	if a == nil {
+		return note
+	}
+	for _, t := range []*templates.Template{a.Template, a.ToolTemplate} {
+		if t == nil {
+			continue
+		}
+		if n := t.Name(); n != "" {
+			note = strings.ReplaceAll(note, n, "chat template")
+		}
+	}
+	return note
 }
 
 // Body is the inspection answer's shared fields: the prompt, its token
