@@ -296,3 +296,28 @@ func TestResponsesInputItemsList(t *testing.T) {
 		t.Errorf("unknown response: %d %v", code, m)
 	}
 }
+
+// TestKeyIsolationSnapshot: on a snapshot-reuse model too, the history
+// snapshot one key's turn left serves that key's next turn only.
+func TestKeyIsolationSnapshot(t *testing.T) {
+	s := start(t, troupe.Options{Model: mambaDir(t), PromptCache: true}, troupehttp.Config{APIKeys: []string{"alice", "bob"}})
+	s.waitReady(t)
+	two := `{"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello!"},{"role":"user","content":"How?"}],"max_tokens":3,"ignore_eos":true}`
+	if code, m := s.do(t, "POST", "/v1/chat/completions", two, bearer("alice")...); code != 200 {
+		t.Fatalf("alice's turn: %d %v", code, m)
+	}
+	three := `{"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello!"},{"role":"user","content":"How?"},{"role":"assistant","content":"Fine."},{"role":"user","content":"Good"}]}`
+	probe := func(key string) int {
+		code, m := s.do(t, "POST", "/v1/chat/completions/input_tokens", three, bearer(key)...)
+		if code != 200 {
+			t.Fatalf("%s's probe: %d %v", key, code, m)
+		}
+		return num(m["cached_tokens"])
+	}
+	if n := probe("alice"); n == 0 {
+		t.Fatal("alice's history snapshot does not serve alice")
+	}
+	if n := probe("bob"); n != 0 {
+		t.Fatalf("bob probes alice's history snapshot: %d cached tokens", n)
+	}
+}

@@ -98,7 +98,7 @@ func (r *stored) size() int64 {
 	n := int64(entryOverhead + len(r.object))
 	for _, list := range [][]item{r.input, r.output} {
 		for _, it := range list {
-			n += int64(len(it.id)+len(it.raw)) + 64
+			n += int64(len(it.id)+len(it.raw)) + 160
 		}
 	}
 	return n
@@ -252,7 +252,7 @@ func approxSize(v any) int64 {
 	case string:
 		return int64(len(v)) + 16
 	case *templates.Dict:
-		n := int64(64)
+		n := int64(128)
 		v.Range(func(k, val any) bool {
 			n += approxSize(k) + approxSize(val)
 			return true
