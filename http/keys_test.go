@@ -218,7 +218,9 @@ func TestResponsesItemReference(t *testing.T) {
 	}
 	user2 := `{"role":"user","content":"And then?"}`
 	full := `{"input":[` + user1 + `,` + string(out) + `,` + user2 + `],"max_output_tokens":2,"temperature":0}`
-	refs := fmt.Sprintf(`{"input":[{"type":"item_reference","id":%q},{"type":"item_reference","id":%q},%s],"max_output_tokens":2,"temperature":0}`, userID, msgID, user2)
+	// The AI SDK types its references; the openai-go SDK omits the
+	// optional type.
+	refs := fmt.Sprintf(`{"input":[{"id":%q},{"type":"item_reference","id":%q},%s],"max_output_tokens":2,"temperature":0}`, userID, msgID, user2)
 	_, inFull := s.respPost(t, "/v1/responses/input_tokens", full)
 	_, inRefs := s.respPost(t, "/v1/responses/input_tokens", refs)
 	if inRefs["prompt"] == nil || inRefs["prompt"] != inFull["prompt"] {
@@ -275,6 +277,9 @@ func TestResponsesInputItemsList(t *testing.T) {
 		{"?limit=2&after=" + ids[1], "one", ids[0], ids[0], false},
 		{"?order=asc&limit=1&after=" + ids[0], "two", ids[1], ids[1], true},
 		{"?order=asc&after=" + ids[2], "", "", "", false},
+		{"?before=" + ids[0], "three,two", ids[2], ids[1], false},
+		{"?before=" + ids[0] + "&limit=1", "two", ids[1], ids[1], true},
+		{"?order=asc&after=" + ids[0] + "&before=" + ids[2], "two", ids[1], ids[1], false},
 	}
 	for _, tc := range tests {
 		code, m := s.do(t, "GET", base+tc.query, "")
@@ -286,7 +291,7 @@ func TestResponsesInputItemsList(t *testing.T) {
 	}
 	for _, tc := range []struct{ query, param string }{
 		{"?limit=0", "limit"}, {"?limit=101", "limit"}, {"?limit=x", "limit"},
-		{"?order=up", "order"}, {"?after=msg_nope", "after"},
+		{"?order=up", "order"}, {"?after=msg_nope", "after"}, {"?before=msg_nope", "before"},
 	} {
 		if code, m := s.do(t, "GET", base+tc.query, ""); code != 400 || errParam(m) != tc.param {
 			t.Errorf("%s: %d %v, want 400 param %s", tc.query, code, m, tc.param)

@@ -322,6 +322,8 @@ func TestResponsesBadInput(t *testing.T) {
 		{"unknown item type", `{"input":[{"type":"computer_call_output","id":"x"}]}`, 400, "input[0].type"},
 		{"unknown item_reference", `{"input":[{"role":"user","content":"hi"},{"type":"item_reference","id":"msg_nope"}]}`, 400, "input[1].id"},
 		{"item_reference without id", `{"input":[{"type":"item_reference"}]}`, 400, "input[0].id"},
+		{"untyped item_reference (type is optional)", `{"input":[{"id":"msg_nope"}]}`, 400, "input[0].id"},
+		{"item_reference with a non-string id", `{"input":[{"type":"item_reference","id":5}]}`, 400, "input[0].id"},
 		{"17 metadata pairs", `{"input":"hi","metadata":{` + metadataPairs(17) + `}}`, 400, "metadata"},
 		{"metadata key of 65", `{"input":"hi","metadata":{"` + strings.Repeat("k", 65) + `":"v"}}`, 400, "metadata"},
 		{"metadata value of 513", `{"input":"hi","metadata":{"k":"` + strings.Repeat("v", 513) + `"}}`, 400, "metadata"},

@@ -250,7 +250,7 @@ var inputRoles = map[string]bool{"user": true, "system": true, "developer": true
 
 // inputItems decodes input (a string, or a list of items) into template
 // values, one per item, and the JSON of each (a string is one user
-// message). An item_reference is replaced by the item it names, which
+// message). An item_reference (see isReference) is replaced by the item it names, which
 // resolve finds among the tenant's stored responses; an unknown id is a 400
 // naming input[i].id.
 func inputItems(raw json.RawMessage, resolve func(id string) (json.RawMessage, bool)) ([]any, []json.RawMessage, error) {
@@ -280,7 +280,7 @@ func inputItems(raw json.RawMessage, resolve func(id string) (json.RawMessage, b
 		if !ok {
 			continue // inputMessages names it
 		}
-		if typ, _ := d.Get("type"); typ != "item_reference" {
+		if !isReference(d) {
 			continue
 		}
 		at := fmt.Sprintf("input[%d].id", i)
@@ -299,6 +299,19 @@ func inputItems(raw json.RawMessage, resolve func(id string) (json.RawMessage, b
 		raws[i] = js
 	}
 	return items, raws, nil
+}
+
+// isReference reports whether an input item is an item_reference: its
+// type says so, or (as OpenAI's clients send it, type being optional) it
+// has no type and no role, only an id.
+func isReference(d *templates.Dict) bool {
+	typ, hasType := d.Get("type")
+	if hasType && typ != nil {
+		return typ == "item_reference"
+	}
+	_, hasRole := d.Get("role")
+	_, hasID := d.Get("id")
+	return !hasRole && hasID
 }
 
 // inputMessages translates input items into template messages: messages

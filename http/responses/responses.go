@@ -263,8 +263,9 @@ func withID(raw json.RawMessage) (item, error) {
 
 // InputItems serves GET /v1/responses/{id}/input_items: the response's
 // input items (item references resolved, each with its id) as OpenAI's
-// list: limit (1..100, default 20), order (asc or desc, the default) and
-// after (an item id: the items after it in that order).
+// list: limit (1..100, default 20), order (asc or desc, the default),
+// after and before (item ids: the items after, or just before, one in that
+// order).
 func (a *API) InputItems(c *fiber.Ctx) error {
 	r, ok := a.store.Get(turn.Tenant(c), c.Params("id"))
 	if !ok {
@@ -286,15 +287,37 @@ func (a *API) InputItems(c *fiber.Ctx) error {
 	default:
 		return apierr.OpenAI(c, fiber.StatusBadRequest, "order must be \"asc\" or \"desc\", got "+strconv.Quote(order), "order")
 	}
-	if after := c.Query("after"); after != "" {
-		i := slices.IndexFunc(items, func(it item) bool { return it.id == after })
-		if i < 0 {
-			return apierr.OpenAI(c, fiber.StatusBadRequest, "after: item "+strconv.Quote(after)+" is not an input item of response "+c.Params("id"), "after")
+	cursor := func(param string) (int, error) {
+		id := c.Query(param)
+		if id == "" {
+			return -1, nil
 		}
-		items = items[i+1:]
+		i := slices.IndexFunc(items, func(it item) bool { return it.id == id })
+		if i < 0 {
+			return 0, apierr.Bad(param, "%s: item %q is not an input item of response %s", param, id, c.Params("id"))
+		}
+		return i, nil
+	}
+	after, err := cursor("after")
+	if err != nil {
+		return a.fail(c, err)
+	}
+	before, err := cursor("before")
+	if err != nil {
+		return a.fail(c, err)
+	}
+	if before >= 0 {
+		items = items[:before]
+	}
+	if after >= 0 {
+		items = items[min(after+1, len(items)):]
 	}
 	more := len(items) > limit
-	items = items[:min(limit, len(items))]
+	if before >= 0 && after < 0 { // the page just before the cursor
+		items = items[max(0, len(items)-limit):]
+	} else {
+		items = items[:min(limit, len(items))]
+	}
 	data := make([]json.RawMessage, len(items))
 	var first, last any
 	for i, it := range items {
