@@ -61,7 +61,8 @@ type Server struct {
 	rt       *troupe.Runtime
 	cfg      Config
 	inflight atomic.Int64
-	tenants  []string // tenant of cfg.APIKeys[i]; of AdminKey last
+	keys     []string // accepted keys (see acceptedKeys)
+	tenants  []string // tenant of keys[i]
 }
 
 // New builds the Fiber app.
@@ -75,8 +76,8 @@ func New(rt *troupe.Runtime, cfg Config) *Server {
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = 2 * time.Second
 	}
-	s := &Server{rt: rt, cfg: cfg}
-	for _, k := range s.keys() {
+	s := &Server{rt: rt, cfg: cfg, keys: acceptedKeys(cfg)}
+	for _, k := range s.keys {
 		s.tenants = append(s.tenants, tenantOf(k))
 	}
 	app := fiber.New(fiber.Config{
@@ -154,17 +155,17 @@ func writeError(c *fiber.Ctx, status int, msg string) error {
 	return apierr.OpenAI(c, status, msg, "")
 }
 
-// keys are the accepted keys: the API keys, then the admin key. Without
-// API keys the routes are open (the admin key then guards only the cache
-// reset).
-func (s *Server) keys() []string {
-	if len(s.cfg.APIKeys) == 0 {
+// acceptedKeys are the keys auth accepts: the API keys, then the admin
+// key. Without API keys the routes are open (the admin key then guards
+// only the cache reset).
+func acceptedKeys(cfg Config) []string {
+	if len(cfg.APIKeys) == 0 {
 		return nil
 	}
-	if s.cfg.AdminKey != "" {
-		return append(slices.Clone(s.cfg.APIKeys), s.cfg.AdminKey)
+	if cfg.AdminKey != "" {
+		return append(slices.Clone(cfg.APIKeys), cfg.AdminKey)
 	}
-	return s.cfg.APIKeys
+	return cfg.APIKeys
 }
 
 // tenantOf is the cache and store partition of an API key: a digest, so
@@ -188,13 +189,12 @@ func presentedKey(c *fiber.Ctx) string {
 // auth checks the API key when keys are configured, on every route, and
 // records the key's tenant for the handlers (turn.Tenant).
 func (s *Server) auth(c *fiber.Ctx) error {
-	keys := s.keys()
-	if len(keys) == 0 {
+	if len(s.keys) == 0 {
 		return c.Next()
 	}
 	if key := presentedKey(c); key != "" {
 		match := -1
-		for i, k := range keys { // every key compared, in constant time
+		for i, k := range s.keys { // every key compared, in constant time
 			if subtle.ConstantTimeCompare([]byte(key), []byte(k)) == 1 && match < 0 {
 				match = i
 			}
