@@ -180,7 +180,7 @@ func (e *Engine) Reusable(prompt []int32, scope string) int {
 	}
 	switch {
 	case e.index != nil:
-		return e.index.Peek(prompt[:len(prompt)-1])
+		return e.index.Peek(prompt[:len(prompt)-1], scope)
 	case e.snaps != nil:
 		return e.snaps.Peek(prompt[:len(prompt)-1], scope)
 	}
@@ -287,7 +287,7 @@ func (e *Engine) snapshot(s *seq) {
 // requests sharing the prefix reuse its pages.
 func (e *Engine) donate(s *seq) {
 	if e.index != nil && s.kv.Len > 0 {
-		e.index.Insert(s.tokens[:s.kv.Len], s.kv.Pages[:e.pool.PagesFor(s.kv.Len)])
+		e.index.Insert(s.tokens[:s.kv.Len], s.kv.Pages[:e.pool.PagesFor(s.kv.Len)], s.req.Scope)
 	}
 }
 
@@ -306,7 +306,7 @@ func (e *Engine) reuse(s *seq) int {
 	if e.index == nil {
 		return 0
 	}
-	pages, matched, partial, partialLen := e.index.Lookup(s.tokens[:len(s.tokens)-1])
+	pages, matched, partial, partialLen := e.index.Lookup(s.tokens[:len(s.tokens)-1], s.req.Scope)
 	if partial >= 0 {
 		fresh, err := e.pool.Alloc(1)
 		if err != nil && e.index.Evict(1) > 0 {

@@ -319,7 +319,19 @@ func TestResponsesBadInput(t *testing.T) {
 		{"item not an object", `{"input":["hi"]}`, 400, "input[0]"},
 		{"bad role", `{"input":[{"role":"robot","content":"hi"}]}`, 400, "input[0].role"},
 		{"image part", `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"http://x"}]}]}`, 400, "input[0].content[0].type"},
-		{"unknown item type", `{"input":[{"type":"item_reference","id":"x"}]}`, 400, "input[0].type"},
+		{"unknown item type", `{"input":[{"type":"computer_call_output","id":"x"}]}`, 400, "input[0].type"},
+		{"unknown item_reference", `{"input":[{"role":"user","content":"hi"},{"type":"item_reference","id":"msg_nope"}]}`, 400, "input[1].id"},
+		{"item_reference without id", `{"input":[{"type":"item_reference"}]}`, 400, "input[0].id"},
+		{"untyped item_reference (type is optional)", `{"input":[{"id":"msg_nope"}]}`, 400, "input[0].id"},
+		{"item_reference with a non-string id", `{"input":[{"type":"item_reference","id":5}]}`, 400, "input[0].id"},
+		{"17 metadata pairs", `{"input":"hi","metadata":{` + metadataPairs(17) + `}}`, 400, "metadata"},
+		{"metadata key of 65", `{"input":"hi","metadata":{"` + strings.Repeat("k", 65) + `":"v"}}`, 400, "metadata"},
+		{"metadata value of 513", `{"input":"hi","metadata":{"k":"` + strings.Repeat("v", 513) + `"}}`, 400, "metadata"},
+		{"metadata value not a string", `{"input":"hi","metadata":{"k":5}}`, 400, "metadata"},
+		{"metadata not an object", `{"input":"hi","metadata":[]}`, 400, "metadata"},
+		{"user of 257", `{"input":"hi","user":"` + strings.Repeat("u", 257) + `"}`, 400, "user"},
+		{"prompt_cache_key of 1025", `{"input":"hi","prompt_cache_key":"` + strings.Repeat("p", 1025) + `"}`, 400, "prompt_cache_key"},
+		{"bad reasoning.summary", `{"input":"hi","reasoning":{"summary":"verbose"}}`, 400, "reasoning.summary"},
 		{"function_call without call_id", `{"input":[{"type":"function_call","name":"f","arguments":"{}"}]}`, 400, "input[0]"},
 		{"function_call_output without output", `{"input":[{"type":"function_call_output","call_id":"c"}]}`, 400, "input[0].output"},
 		{"max_output_tokens 0", `{"input":"hi","max_output_tokens":0}`, 400, "max_output_tokens"},
@@ -364,5 +376,34 @@ func TestResponsesBadInput(t *testing.T) {
 	}
 	if code, body := s.get(t, "/v1/responses/resp_nope"); code != 404 || !strings.Contains(body, `"error"`) {
 		t.Fatalf("GET unknown: %d %s", code, body)
+	}
+}
+
+// metadataPairs is n metadata pairs as JSON object members.
+func metadataPairs(n int) string {
+	pairs := make([]string, n)
+	for i := range pairs {
+		pairs[i] = fmt.Sprintf(`"k%d":"v"`, i)
+	}
+	return strings.Join(pairs, ",")
+}
+
+// TestResponsesMetadataAtLimits: metadata at OpenAI's limits (16 pairs,
+// 64-character keys, 512-character values, counted in characters, not
+// bytes) and a user of 256 characters are accepted and echoed.
+func TestResponsesMetadataAtLimits(t *testing.T) {
+	s := start(t, troupe.Options{}, troupehttp.Config{})
+	s.waitReady(t)
+	tests := []struct{ name, fields string }{
+		{"16 pairs", `"metadata":{` + metadataPairs(16) + `}`},
+		{"key of 64", `"metadata":{"` + strings.Repeat("k", 64) + `":"v"}`},
+		{"value of 512 two-byte characters", `"metadata":{"k":"` + strings.Repeat("é", 512) + `"}`},
+		{"user of 256", `"user":"` + strings.Repeat("u", 256) + `"`},
+	}
+	for _, tc := range tests {
+		code, obj := s.respPost(t, "/v1/responses", `{"input":"hi","max_output_tokens":1,`+tc.fields+`}`)
+		if code != 200 {
+			t.Fatalf("%s: %d %v", tc.name, code, obj)
+		}
 	}
 }

@@ -2,8 +2,11 @@ package http
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -24,8 +27,14 @@ import (
 
 // Config configures the server.
 type Config struct {
-	// APIKeys, when non-empty, are the accepted bearer tokens.
+	// APIKeys, when non-empty, are the accepted bearer tokens. Each key is
+	// its own tenant: its stored responses and its prompt-cache entries are
+	// invisible to the other keys.
 	APIKeys []string
+	// AdminKey is the key POST /v1/cache/reset needs (it is accepted on
+	// every other route too, as a tenant of its own). With APIKeys and no
+	// AdminKey the reset is refused; with neither it is open.
+	AdminKey string
 	// BodyLimit caps request bodies in bytes; 0 means 8 MiB.
 	BodyLimit int
 	// MaxQueue is how many generation requests may wait beyond those
@@ -41,6 +50,9 @@ type Config struct {
 	// ResponsesMax bounds the stored responses (oldest evicted first); 0
 	// means 1024.
 	ResponsesMax int
+	// ResponsesMaxBytes bounds the stored responses' approximate size
+	// (oldest evicted first); 0 means 256 MiB.
+	ResponsesMaxBytes int64
 }
 
 // Server is the HTTP front of one runtime.
@@ -49,6 +61,8 @@ type Server struct {
 	rt       *troupe.Runtime
 	cfg      Config
 	inflight atomic.Int64
+	keys     []string // accepted keys (see acceptedKeys)
+	tenants  []string // tenant of keys[i]
 }
 
 // New builds the Fiber app.
@@ -62,7 +76,10 @@ func New(rt *troupe.Runtime, cfg Config) *Server {
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = 2 * time.Second
 	}
-	s := &Server{rt: rt, cfg: cfg}
+	s := &Server{rt: rt, cfg: cfg, keys: acceptedKeys(cfg)}
+	for _, k := range s.keys {
+		s.tenants = append(s.tenants, tenantOf(k))
+	}
 	app := fiber.New(fiber.Config{
 		BodyLimit:             cfg.BodyLimit,
 		DisableStartupMessage: true,
@@ -87,7 +104,7 @@ func New(rt *troupe.Runtime, cfg Config) *Server {
 	v1 := app.Group("/v1", s.auth)
 	v1.Get("/models", s.models)
 	v1.Get("/cache/stats", s.cacheStats)
-	v1.Post("/cache/reset", s.cacheReset)
+	v1.Post("/cache/reset", s.admin, s.cacheReset)
 	api := openai.New(rt, openai.Config{KeepAlive: cfg.KeepAlive})
 	v1.Post("/chat/completions", s.admit, api.ChatCompletions)
 	v1.Post("/chat/completions/input_tokens", api.ChatInputTokens)
@@ -99,10 +116,12 @@ func New(rt *troupe.Runtime, cfg Config) *Server {
 	msgs := anthropic.New(rt, anthropic.Config{KeepAlive: cfg.KeepAlive})
 	v1.Post("/messages", s.admit, msgs.Messages)
 	v1.Post("/messages/count_tokens", msgs.CountTokens)
-	resp := responses.New(rt, responses.Config{KeepAlive: cfg.KeepAlive, StoreTTL: cfg.ResponsesTTL, StoreMax: cfg.ResponsesMax})
+	resp := responses.New(rt, responses.Config{KeepAlive: cfg.KeepAlive, StoreTTL: cfg.ResponsesTTL, StoreMax: cfg.ResponsesMax,
+		StoreMaxBytes: cfg.ResponsesMaxBytes})
 	v1.Post("/responses", s.admit, resp.Create)
 	v1.Post("/responses/input_tokens", resp.InputTokens)
 	v1.Get("/responses/:id", resp.Get)
+	v1.Get("/responses/:id/input_items", resp.InputItems)
 	v1.Delete("/responses/:id", resp.Delete)
 	s.App = app
 	return s
@@ -136,24 +155,72 @@ func writeError(c *fiber.Ctx, status int, msg string) error {
 	return apierr.OpenAI(c, status, msg, "")
 }
 
-// auth checks the API key when keys are configured: Authorization: Bearer
-// (OpenAI's clients) or x-api-key (Anthropic's), on every route.
+// acceptedKeys are the keys auth accepts: the API keys, then the admin
+// key. Without API keys the routes are open (the admin key then guards
+// only the cache reset).
+func acceptedKeys(cfg Config) []string {
+	if len(cfg.APIKeys) == 0 {
+		return nil
+	}
+	if cfg.AdminKey != "" {
+		return append(slices.Clone(cfg.APIKeys), cfg.AdminKey)
+	}
+	return cfg.APIKeys
+}
+
+// tenantOf is the cache and store partition of an API key: a digest, so
+// that the key itself is kept nowhere else.
+func tenantOf(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:12])
+}
+
+// presentedKey is the key a request carries: Authorization with the
+// Bearer scheme (OpenAI's clients; the scheme is case-insensitive, RFC
+// 7235) or x-api-key (Anthropic's).
+func presentedKey(c *fiber.Ctx) string {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(c.Get(fiber.HeaderAuthorization)), " ")
+	if ok && strings.EqualFold(scheme, "Bearer") {
+		return strings.TrimSpace(token)
+	}
+	return c.Get("x-api-key")
+}
+
+// auth checks the API key when keys are configured, on every route, and
+// records the key's tenant for the handlers (turn.Tenant).
 func (s *Server) auth(c *fiber.Ctx) error {
-	if len(s.cfg.APIKeys) == 0 {
+	if len(s.keys) == 0 {
 		return c.Next()
 	}
-	key, ok := strings.CutPrefix(c.Get(fiber.HeaderAuthorization), "Bearer ")
-	if !ok {
-		key = c.Get("x-api-key")
-	}
-	if key != "" {
-		for _, k := range s.cfg.APIKeys {
-			if subtle.ConstantTimeCompare([]byte(key), []byte(k)) == 1 {
-				return c.Next()
+	if key := presentedKey(c); key != "" {
+		match := -1
+		for i, k := range s.keys { // every key compared, in constant time
+			if subtle.ConstantTimeCompare([]byte(key), []byte(k)) == 1 && match < 0 {
+				match = i
 			}
+		}
+		if match >= 0 {
+			turn.SetTenant(c, s.tenants[match])
+			return c.Next()
 		}
 	}
 	return writeError(c, fiber.StatusUnauthorized, "invalid or missing API key (send Authorization: Bearer <key> or x-api-key: <key>)")
+}
+
+// admin guards the operations that act on every tenant (the cache reset):
+// they need the admin key when keys are configured; without any key (local
+// use) they are open.
+func (s *Server) admin(c *fiber.Ctx) error {
+	switch {
+	case s.cfg.AdminKey != "":
+		if subtle.ConstantTimeCompare([]byte(presentedKey(c)), []byte(s.cfg.AdminKey)) == 1 {
+			return c.Next()
+		}
+		return apierr.OpenAI(c, fiber.StatusForbidden, "this operation needs the admin key (send Authorization: Bearer <admin key>)", "")
+	case len(s.cfg.APIKeys) > 0:
+		return apierr.OpenAI(c, fiber.StatusForbidden, "this operation needs an admin key, and none is configured: start the server with --admin-key <key> (or TROUPE_ADMIN_KEY) and send it as the bearer token", "")
+	}
+	return c.Next()
 }
 
 // admit bounds the generation requests in flight: running plus MaxQueue

@@ -12,11 +12,16 @@ import (
 // node whose page is only partially filled (fewer than PageSize tokens) is
 // always a leaf. The index keeps one reference on the page of every node.
 //
+// The tree is partitioned by tenant (see JoinScope): each tenant has its own
+// root, so a prefix one tenant cached is never matched for another, while
+// the conversations (prompt_cache_key) of one tenant share every common
+// prefix. Eviction is one LRU order across all tenants.
+//
 // Like the Pool, an Index has no locking: whoever owns the pool owns it.
 type Index struct {
 	pool  *Pool
-	root  node
-	clock uint64 // monotonic access clock for LRU
+	roots map[string]*node // by tenant; a root has no page and is dropped when empty
+	clock uint64           // monotonic access clock for LRU
 
 	nodes, tokens int
 	lookups       int64
@@ -29,10 +34,11 @@ type Index struct {
 	buf []byte // scratch for map keys
 }
 
-// node is one page of the tree. The root has no page (page == -1).
+// node is one page of the tree. A root has no page (page == -1) and no
+// parent.
 type node struct {
 	parent   *node
-	mapKey   string  // key under which parent.children holds this node
+	mapKey   string  // key under which parent.children holds this node (a root: its tenant)
 	key      []int32 // token ids of the positions this page holds (1..PageSize)
 	page     int32
 	last     uint64 // access clock of the last lookup hit or insert through this node
@@ -54,10 +60,23 @@ type IndexStats struct {
 
 // NewIndex returns an empty prefix index over the pages of pool.
 func NewIndex(pool *Pool) *Index {
-	return &Index{pool: pool, root: node{page: -1}}
+	return &Index{pool: pool, roots: map[string]*node{}}
 }
 
-// Lookup returns the longest cached prefix of tokens.
+// root returns tenant's root, creating it when create is set (nil
+// otherwise when the tenant has nothing cached).
+func (x *Index) root(tenant string, create bool) *node {
+	r := x.roots[tenant]
+	if r == nil && create {
+		r = &node{page: -1, mapKey: tenant}
+		x.roots[tenant] = r
+	}
+	return r
+}
+
+// Lookup returns the longest cached prefix of tokens among those cached
+// under scope's tenant (see JoinScope; the conversation part does not
+// matter).
 //
 // pages are the pages wholly covered by the match, in order; each is
 // Retained once for the caller, who shares them by reference (hands them to
@@ -76,9 +95,9 @@ func NewIndex(pool *Pool) *Index {
 //
 // A caller that must compute at least one position (to get logits) looks up
 // tokens[:len(tokens)-1].
-func (x *Index) Lookup(tokens []int32) (pages []int32, matched int, partial int32, partialLen int) {
+func (x *Index) Lookup(tokens []int32, scope string) (pages []int32, matched int, partial int32, partialLen int) {
 	x.lookups++
-	pages, last, best, partialLen := x.match(tokens)
+	pages, last, best, partialLen := x.match(tokens, scope)
 	partial = -1
 	if best != nil {
 		partial = best.page
@@ -100,17 +119,22 @@ func (x *Index) Lookup(tokens []int32) (pages []int32, matched int, partial int3
 
 // Peek reports how many leading tokens Lookup would match now, without
 // retaining anything or touching the statistics and the LRU order (prompt
-// inspection).
-func (x *Index) Peek(tokens []int32) int {
-	pages, _, _, partialLen := x.match(tokens)
+// inspection), under scope's tenant.
+func (x *Index) Peek(tokens []int32, scope string) int {
+	pages, _, _, partialLen := x.match(tokens, scope)
 	return len(pages)*x.pool.pageSize + partialLen
 }
 
-// match walks the tree: the whole pages that match, the deepest node
-// reached, and the best partially matching child with its match length.
-func (x *Index) match(tokens []int32) (pages []int32, last, best *node, partialLen int) {
+// match walks scope's tenant's tree: the whole pages that match, the
+// deepest node reached, and the best partially matching child with its
+// match length.
+func (x *Index) match(tokens []int32, scope string) (pages []int32, last, best *node, partialLen int) {
+	tenant, _ := SplitScope(scope)
+	n := x.root(tenant, false)
+	if n == nil {
+		return nil, nil, nil, 0
+	}
 	ps := x.pool.pageSize
-	n := &x.root
 	pos := 0
 	for len(tokens)-pos >= ps {
 		c := n.children[string(x.mapKey(tokens[pos:pos+ps]))]
@@ -140,9 +164,9 @@ func (x *Index) match(tokens []int32) (pages []int32, last, best *node, partialL
 	return pages, last, best, partialLen
 }
 
-// Insert records that pages hold the KV of tokens: position p in page
-// pages[p/PageSize]; the last page may be partially filled. pages must
-// cover len(tokens) positions (extra pages are ignored).
+// Insert records that pages hold the KV of tokens, under scope's tenant:
+// position p in page pages[p/PageSize]; the last page may be partially
+// filled. pages must cover len(tokens) positions (extra pages are ignored).
 //
 // The index Retains each page it keeps, once per node. Where a page of the
 // prefix is already cached (same tokens at the same positions), the existing
@@ -154,7 +178,7 @@ func (x *Index) match(tokens []int32) (pages []int32, last, best *node, partialL
 // After Insert the caller must not overwrite the positions it recorded
 // (appending further positions into a partially filled page is fine; the
 // index only vouches for the positions it was given).
-func (x *Index) Insert(tokens []int32, pages []int32) {
+func (x *Index) Insert(tokens []int32, pages []int32, scope string) {
 	ps := x.pool.pageSize
 	if need := (len(tokens) + ps - 1) / ps; len(pages) < need {
 		panic(fmt.Sprintf("kvcache: insert of %d tokens with %d pages, need %d", len(tokens), len(pages), need))
@@ -164,7 +188,8 @@ func (x *Index) Insert(tokens []int32, pages []int32) {
 		return
 	}
 	x.clock++
-	n := &x.root
+	tenant, _ := SplitScope(scope)
+	n := x.root(tenant, true)
 	for i := 0; i*ps < len(tokens); i++ {
 		chunk := tokens[i*ps : min((i+1)*ps, len(tokens))]
 		k := x.mapKey(chunk)
@@ -217,7 +242,9 @@ func (x *Index) Evict(n int) int {
 			h = append(h, v)
 		}
 	}
-	walk(&x.root)
+	for _, r := range x.roots {
+		walk(r)
+	}
 	heap.Init(&h)
 	freed := 0
 	for x.pool.FreePages() < n && h.Len() > 0 {
@@ -245,12 +272,16 @@ func (x *Index) Evictable() int {
 			total += k
 			all = all && ok
 		}
-		if v == &x.root || !all || x.pool.refs[v.page] != 1 {
+		if v.parent == nil || !all || x.pool.refs[v.page] != 1 {
 			return total, false
 		}
 		return total + 1, true
 	}
-	k, _ := count(&x.root)
+	k := 0
+	for _, r := range x.roots {
+		n, _ := count(r)
+		k += n
+	}
 	return k
 }
 
@@ -263,12 +294,14 @@ func (x *Index) Reset() {
 		for _, c := range v.children {
 			walk(c)
 		}
-		if v != &x.root {
+		if v.parent != nil {
 			x.pool.Release([]int32{v.page})
 		}
 	}
-	walk(&x.root)
-	x.root.children = nil
+	for _, r := range x.roots {
+		walk(r)
+	}
+	clear(x.roots)
 	x.nodes, x.tokens = 0, 0
 }
 
@@ -310,12 +343,17 @@ func CopyPage(p *Pool, dst, src int32, n int) {
 
 // evictable reports whether v is a leaf whose page only the index holds.
 func (x *Index) evictable(v *node) bool {
-	return v != &x.root && len(v.children) == 0 && x.pool.refs[v.page] == 1
+	return v.parent != nil && len(v.children) == 0 && x.pool.refs[v.page] == 1
 }
 
-// remove detaches leaf v from its parent and releases its page.
+// remove detaches leaf v from its parent and releases its page; a root
+// left empty is dropped.
 func (x *Index) remove(v *node) {
-	delete(v.parent.children, v.mapKey)
+	p := v.parent
+	delete(p.children, v.mapKey)
+	if p.parent == nil && len(p.children) == 0 && x.roots[p.mapKey] == p {
+		delete(x.roots, p.mapKey)
+	}
 	x.nodes--
 	x.tokens -= len(v.key)
 	x.pool.Release([]int32{v.page})

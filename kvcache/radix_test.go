@@ -122,7 +122,12 @@ func checkTree(t testing.TB, x *Index, held map[int32]int) {
 			walk(c)
 		}
 	}
-	walk(&x.root)
+	for tenant, r := range x.roots {
+		if r.parent != nil || r.page != -1 || r.mapKey != tenant || len(r.children) == 0 {
+			t.Fatalf("root of tenant %q: parent %v, page %d, key %q, %d children (an empty root must be dropped)", tenant, r.parent, r.page, r.mapKey, len(r.children))
+		}
+		walk(r)
+	}
 	if st := x.Stats(); st.Nodes != nodes || st.Pages != nodes || st.Tokens != tokens {
 		t.Fatalf("stats %+v, tree has %d nodes, %d tokens", st, nodes, tokens)
 	}
@@ -168,7 +173,7 @@ func TestIndexLookup(t *testing.T) {
 	x := NewIndex(p)
 	a := seqTokens(1, 10) // pages: [1 2 3 4] [5 6 7 8] [9 10]
 	sa := compute(t, p, a)
-	x.Insert(a, sa.Pages)
+	x.Insert(a, sa.Pages, "")
 	a0, a1, a2 := sa.Pages[0], sa.Pages[1], sa.Pages[2]
 	p.Free(sa) // only the index holds them now
 
@@ -193,7 +198,7 @@ func TestIndexLookup(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			pages, n, part, partLen := x.Lookup(tc.query)
+			pages, n, part, partLen := x.Lookup(tc.query, "")
 			if !slices.Equal(pages, tc.wantPages) || n != tc.wantLen || part != tc.wantPart || partLen != tc.wantPartLn {
 				t.Fatalf("Lookup = %v, %d, %d, %d; want %v, %d, %d, %d",
 					pages, n, part, partLen, tc.wantPages, tc.wantLen, tc.wantPart, tc.wantPartLn)
@@ -230,12 +235,12 @@ func TestIndexCopyOnWrite(t *testing.T) {
 	x := NewIndex(p)
 	a := []int32{1, 2, 3, 4, 5, 6, 7}
 	sa := compute(t, p, a)
-	x.Insert(a, sa.Pages)
+	x.Insert(a, sa.Pages, "")
 	aPages := slices.Clone(sa.Pages)
 	p.Free(sa)
 
 	b := []int32{1, 2, 3, 4, 5, 6, 9, 9}
-	pages, n, part, partLen := x.Lookup(b)
+	pages, n, part, partLen := x.Lookup(b, "")
 	if n != 6 || len(pages) != 1 || part != aPages[1] || partLen != 2 {
 		t.Fatalf("Lookup = %v, %d, %d, %d", pages, n, part, partLen)
 	}
@@ -252,14 +257,14 @@ func TestIndexCopyOnWrite(t *testing.T) {
 	}
 	writeKV(p, sb.Pages, b, n)
 	checkKV(t, p, sb.Pages, b)
-	x.Insert(b, sb.Pages)
+	x.Insert(b, sb.Pages, "")
 	checkTree(t, x, heldBy(sb))
 	if st := x.Stats(); st.Nodes != 3 {
 		t.Fatalf("want 3 nodes (shared first page, two second pages), got %+v", st)
 	}
 	// Both continuations are found, each in its own page.
 	for _, q := range [][]int32{a, b} {
-		pages, n, part, partLen := x.Lookup(q)
+		pages, n, part, partLen := x.Lookup(q, "")
 		if n != len(q) || partLen != len(q)%4 || (part >= 0) != (partLen > 0) {
 			t.Fatalf("Lookup(%v) = %v, %d, %d, %d", q, pages, n, part, partLen)
 		}
@@ -282,12 +287,12 @@ func TestIndexSharedSystemPrompt(t *testing.T) {
 	b := cat(sys, []int32{7, 8})
 
 	sa := compute(t, p, a)
-	x.Insert(a, sa.Pages)
+	x.Insert(a, sa.Pages, "")
 	if got := refs(p, sa.Pages...); !slices.Equal(got, []int32{2, 2, 2, 2}) {
 		t.Fatalf("after insert of A: refs %v, want all 2 (A + index)", got)
 	}
 
-	pages, n, part, _ := x.Lookup(b)
+	pages, n, part, _ := x.Lookup(b, "")
 	if n != len(sys) || part != -1 || !slices.Equal(pages, sa.Pages[:2]) {
 		t.Fatalf("Lookup(B) = %v, %d, %d; want A's system pages %v", pages, n, part, sa.Pages[:2])
 	}
@@ -296,7 +301,7 @@ func TestIndexSharedSystemPrompt(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeKV(p, sb.Pages, b, n)
-	x.Insert(b, sb.Pages)
+	x.Insert(b, sb.Pages, "")
 	if got := refs(p, sys2(sa)...); !slices.Equal(got, []int32{3, 3}) {
 		t.Fatalf("system pages refs %v, want 3 (A, B, index)", got)
 	}
@@ -327,7 +332,7 @@ func TestIndexInsertExisting(t *testing.T) {
 	x := NewIndex(p)
 	a := seqTokens(1, 10)
 	sa := compute(t, p, a)
-	x.Insert(a, sa.Pages)
+	x.Insert(a, sa.Pages, "")
 	base := x.Stats()
 
 	steps := []struct {
@@ -348,10 +353,10 @@ func TestIndexInsertExisting(t *testing.T) {
 			var s *Seq
 			if st.name == "same tokens, same pages" {
 				s = &Seq{}
-				x.Insert(st.tokens, sa.Pages)
+				x.Insert(st.tokens, sa.Pages, "")
 			} else {
 				s = compute(t, p, st.tokens)
-				x.Insert(st.tokens, s.Pages)
+				x.Insert(st.tokens, s.Pages, "")
 			}
 			if got := x.Stats(); got.Nodes != base.Nodes+st.newNodes {
 				t.Fatalf("nodes %d, want %d", got.Nodes, base.Nodes+st.newNodes)
@@ -375,14 +380,14 @@ func TestIndexPartialPages(t *testing.T) {
 	x := NewIndex(p)
 	s := compute(t, p, []int32{1, 2, 3})
 	P := s.Pages[0]
-	x.Insert([]int32{1, 2, 3}, s.Pages)
+	x.Insert([]int32{1, 2, 3}, s.Pages, "")
 	if got := refs(p, P); got[0] != 2 {
 		t.Fatalf("refs %v", got)
 	}
 
 	// A shorter partial page is subsumed: nothing kept.
 	o := compute(t, p, []int32{1, 2})
-	x.Insert([]int32{1, 2}, o.Pages)
+	x.Insert([]int32{1, 2}, o.Pages, "")
 	checkTree(t, x, heldBy(s, o))
 	if x.Stats().Nodes != 1 {
 		t.Fatalf("subsumed partial page was kept: %+v", x.Stats())
@@ -391,12 +396,12 @@ func TestIndexPartialPages(t *testing.T) {
 
 	// A sibling that diverges inside the page is kept beside it.
 	o = compute(t, p, []int32{1, 2, 9})
-	x.Insert([]int32{1, 2, 9}, o.Pages)
+	x.Insert([]int32{1, 2, 9}, o.Pages, "")
 	checkTree(t, x, heldBy(s, o))
 	if x.Stats().Nodes != 2 {
 		t.Fatalf("diverging partial page not kept: %+v", x.Stats())
 	}
-	pages, n, part, partLen := x.Lookup([]int32{1, 2, 9, 9})
+	pages, n, part, partLen := x.Lookup([]int32{1, 2, 9, 9}, "")
 	if pages != nil || n != 3 || part != o.Pages[0] || partLen != 3 {
 		t.Fatalf("Lookup = %v, %d, %d, %d", pages, n, part, partLen)
 	}
@@ -410,7 +415,7 @@ func TestIndexPartialPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeKV(p, s.Pages, grown, 3)
-	x.Insert(grown, s.Pages)
+	x.Insert(grown, s.Pages, "")
 	checkTree(t, x, heldBy(s))
 	if got := refs(p, s.Pages...); !slices.Equal(got, []int32{2, 2}) {
 		t.Fatalf("refs %v, want [2 2]", got)
@@ -418,7 +423,7 @@ func TestIndexPartialPages(t *testing.T) {
 	if st := x.Stats(); st.Nodes != 3 || st.Tokens != 4+1+3 {
 		t.Fatalf("stats %+v, want [1 2 3 4]->[5] and [1 2 9]", st)
 	}
-	pages, n, part, _ = x.Lookup([]int32{1, 2, 3, 4, 5})
+	pages, n, part, _ = x.Lookup([]int32{1, 2, 3, 4, 5}, "")
 	if !slices.Equal(pages, []int32{P}) || n != 5 || part != s.Pages[1] {
 		t.Fatalf("Lookup = %v, %d, %d", pages, n, part)
 	}
@@ -434,7 +439,7 @@ func lruSetup(t *testing.T, p *Pool, x *Index, firsts ...int32) map[int32][]int3
 	for _, f := range firsts {
 		toks := []int32{f, f, f, f, f, f}
 		s := compute(t, p, toks)
-		x.Insert(toks, s.Pages)
+		x.Insert(toks, s.Pages, "")
 		out[f] = slices.Clone(s.Pages)
 		p.Free(s)
 	}
@@ -477,13 +482,13 @@ func TestIndexEvict(t *testing.T) {
 			x := NewIndex(p)
 			pages := lruSetup(t, p, x, 1, 2, 3)
 			for _, f := range tc.touch {
-				got, _, part, _ := x.Lookup([]int32{f, f, f, f, f, f})
+				got, _, part, _ := x.Lookup([]int32{f, f, f, f, f, f}, "")
 				p.Release(append(got, part))
 			}
 			var held []*Seq
 			for _, f := range tc.hold {
 				// Hold both pages, as the sequence that computed them would.
-				got, n, part, _ := x.Lookup([]int32{f, f, f, f, f, f, 0})
+				got, n, part, _ := x.Lookup([]int32{f, f, f, f, f, f, 0}, "")
 				held = append(held, &Seq{Pages: append(got, part), Len: n})
 			}
 			var want []int32
@@ -537,7 +542,7 @@ func TestIndexEvictChain(t *testing.T) {
 	x := NewIndex(p)
 	toks := seqTokens(1, 9) // 5 pages, the last partial
 	s := compute(t, p, toks)
-	x.Insert(toks, s.Pages)
+	x.Insert(toks, s.Pages, "")
 	chain := slices.Clone(s.Pages)
 
 	// A caller keeps only the third page (say, a copy of it elsewhere).
@@ -562,21 +567,21 @@ func TestIndexReset(t *testing.T) {
 	var live []*Seq
 	for i, toks := range [][]int32{seqTokens(1, 9), seqTokens(1, 5), seqTokens(20, 27), {5}} {
 		s := compute(t, p, toks)
-		x.Insert(toks, s.Pages)
+		x.Insert(toks, s.Pages, "")
 		if i%2 == 0 {
 			live = append(live, s)
 		} else {
 			p.Free(s)
 		}
 	}
-	pages, _, part, _ := x.Lookup(seqTokens(1, 9))
+	pages, _, part, _ := x.Lookup(seqTokens(1, 9), "")
 	lookedUp := &Seq{Pages: append(pages, part)}
 	x.Reset()
 	if st := x.Stats(); st.Nodes != 0 || st.Pages != 0 || st.Tokens != 0 || st.Inserts != 4 || st.Lookups != 1 {
 		t.Fatalf("stats after Reset %+v", st)
 	}
 	checkTree(t, x, heldBy(append(live, lookedUp)...))
-	if pages, n, part, _ := x.Lookup(seqTokens(1, 9)); pages != nil || n != 0 || part != -1 {
+	if pages, n, part, _ := x.Lookup(seqTokens(1, 9), ""); pages != nil || n != 0 || part != -1 {
 		t.Fatal("lookup hit after Reset")
 	}
 	for _, s := range append(live, lookedUp) {
@@ -725,7 +730,9 @@ func indexTree(x *Index) map[string]int32 {
 			walk(c, p)
 		}
 	}
-	walk(&x.root, nil)
+	if r := x.roots[""]; r != nil {
+		walk(r, nil)
+	}
 	return out
 }
 
@@ -827,7 +834,7 @@ func runRandom(t *testing.T, seed uint64, steps int) {
 		switch op := rng.IntN(20); {
 		case op < 8: // a new request: lookup, copy on write, compute, insert
 			toks := genTokens()
-			pages, n, part, partLen := x.Lookup(toks)
+			pages, n, part, partLen := x.Lookup(toks, "")
 			wantN, wantPages, partials := m.expect(toks)
 			if n != wantN || !slices.Equal(pages, wantPages) || n != len(pages)*ps+partLen ||
 				(part < 0) != (len(partials) == 0) || (part >= 0 && !slices.Contains(partials, part)) {
@@ -860,7 +867,7 @@ func runRandom(t *testing.T, seed uint64, steps int) {
 			writeKV(p, s.Pages, toks, n)
 			s.Len = len(toks)
 			if rng.IntN(5) > 0 {
-				x.Insert(toks, s.Pages)
+				x.Insert(toks, s.Pages, "")
 				m.insert(toks, s.Pages)
 				history = append(history, toks)
 			}
@@ -881,7 +888,7 @@ func runRandom(t *testing.T, seed uint64, steps int) {
 			writeKV(p, l.seq.Pages, toks, len(l.tokens))
 			l.tokens, l.seq.Len = toks, len(toks)
 			if rng.IntN(2) == 0 {
-				x.Insert(toks, l.seq.Pages)
+				x.Insert(toks, l.seq.Pages, "")
 				m.insert(toks, l.seq.Pages)
 				history = append(history, toks)
 			}
@@ -923,5 +930,5 @@ func TestIndexInsertTooFewPages(t *testing.T) {
 		}
 		checkTree(t, x, heldBy(s))
 	}()
-	x.Insert(seqTokens(1, 5), s.Pages[:1])
+	x.Insert(seqTokens(1, 5), s.Pages[:1], "")
 }

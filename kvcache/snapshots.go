@@ -62,14 +62,16 @@ func NewSnapshotPool(budget int64) *SnapshotPool { return &SnapshotPool{budget: 
 func (p *SnapshotPool) Budget() int64 { return p.budget }
 
 // Lookup returns the longest stored snapshot covering a prefix of tokens
-// (nil on a miss). A non-empty scope restricts the search to that scope's
-// snapshots (prompt_cache_key); the empty scope searches all.
+// (nil on a miss) among those of scope's tenant; a scope naming a
+// conversation (prompt_cache_key) restricts the search to that
+// conversation's snapshots, one without searches all of the tenant's (see
+// JoinScope).
 func (p *SnapshotPool) Lookup(tokens []int32, scope string) Snapshot {
 	p.stats.Lookups++
 	var best *snapEntry
 	bestLCP, bestLen := 0, 0
 	for _, e := range p.entries {
-		if scope != "" && e.scope != scope {
+		if !scopeMatches(e.scope, scope) {
 			continue
 		}
 		c := e.snap.Covered()
@@ -102,12 +104,13 @@ func (p *SnapshotPool) Lookup(tokens []int32, scope string) Snapshot {
 }
 
 // Peek reports how many leading tokens the longest stored snapshot that is a
-// prefix of tokens covers, without touching statistics or LRU order.
+// prefix of tokens covers, under the same scope rules as Lookup, without
+// touching statistics or LRU order.
 func (p *SnapshotPool) Peek(tokens []int32, scope string) int {
 	best := 0
 	for _, e := range p.entries {
 		c := e.snap.Covered()
-		if (scope == "" || e.scope == scope) && len(c) <= len(tokens) && len(c) > best && slices.Equal(c, tokens[:len(c)]) {
+		if scopeMatches(e.scope, scope) && len(c) <= len(tokens) && len(c) > best && slices.Equal(c, tokens[:len(c)]) {
 			best = len(c)
 		}
 	}
@@ -117,7 +120,7 @@ func (p *SnapshotPool) Peek(tokens []int32, scope string) int {
 // Put stores a snapshot under scope. Snapshots of the same scope whose
 // tokens it extends are marked superseded; then superseded and least
 // recently used snapshots are evicted until it fits. A snapshot covering
-// exactly the tokens of a stored one replaces it. It reports whether s was
+// exactly the tokens of a stored one of the same tenant replaces it. It reports whether s was
 // stored.
 func (p *SnapshotPool) Put(s Snapshot, scope string) bool {
 	if s.Size() > p.budget {
@@ -125,8 +128,9 @@ func (p *SnapshotPool) Put(s Snapshot, scope string) bool {
 		return false
 	}
 	c := s.Covered()
+	tenant, _ := SplitScope(scope)
 	p.entries = slices.DeleteFunc(p.entries, func(e *snapEntry) bool {
-		if slices.Equal(e.snap.Covered(), c) {
+		if et, _ := SplitScope(e.scope); et == tenant && slices.Equal(e.snap.Covered(), c) {
 			p.used -= e.snap.Size()
 			return true
 		}

@@ -46,12 +46,14 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	parallel := fs.Int("parallel", 16, "max sequences running at once")
 	kvBudget := fs.String("kv-budget", "1GiB", "KV cache size (bytes, or with KiB/MiB/GiB)")
 	promptCache := fs.Bool("prompt-cache", true, "reuse prompt state across requests")
-	apiKey := fs.String("api-key", "", "required bearer token(s), comma-separated (default: none)")
+	apiKey := fs.String("api-key", "", "required bearer token(s), comma-separated (default: none); each key sees only its own stored responses and cached prompts")
+	adminKey := fs.String("admin-key", "", "key for POST /v1/cache/reset (also accepted as an API key); with --api-key and no admin key the reset is refused")
 	maxQueue := fs.Int("max-queue", 64, "requests that may wait beyond the running ones before 429")
 	threads := fs.Int("threads", 0, "compute threads (0 = all cores)")
 	stepTokens := fs.Int("step-tokens", 512, "tokens per engine step (chunked prefill budget)")
 	storeTTL := fs.Duration("responses-ttl", time.Hour, "how long stored Responses-API responses are kept")
 	storeMax := fs.Int("responses-max", 1024, "most stored Responses-API responses (oldest evicted first)")
+	storeBytes := fs.String("responses-max-bytes", "256MiB", "most bytes of stored Responses-API responses, approximately (oldest evicted first)")
 	loadDelay := fs.Duration("debug-load-delay", 0, "testing: delay the weight load by this long")
 	stallTimeout := fs.Duration("stall-timeout", time.Minute, "queued work waiting this long for an engine step turns /ready to 503 (0: off)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -66,6 +68,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	budget, err := parseBytes(*kvBudget)
 	if err != nil {
 		return fmt.Errorf("serve: --kv-budget: %w", err)
+	}
+	storeBudget, err := parseBytes(*storeBytes)
+	if err != nil {
+		return fmt.Errorf("serve: --responses-max-bytes: %w", err)
 	}
 	if *parallel < 1 || *maxQueue < 0 || *port < 0 || *port > 65535 || *threads < 0 || *stepTokens < 1 || *storeTTL <= 0 || *storeMax < 1 || *stallTimeout < 0 {
 		return errors.New("serve: --parallel, --step-tokens and --responses-max must be >= 1, --responses-ttl > 0, --max-queue, --threads and --stall-timeout >= 0, --port in 0..65535")
@@ -93,8 +99,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			keys = append(keys, k)
 		}
 	}
-	srv := troupehttp.New(rt, troupehttp.Config{APIKeys: keys, MaxQueue: *maxQueue, Parallel: *parallel,
-		ResponsesTTL: *storeTTL, ResponsesMax: *storeMax})
+	srv := troupehttp.New(rt, troupehttp.Config{APIKeys: keys, AdminKey: strings.TrimSpace(*adminKey), MaxQueue: *maxQueue, Parallel: *parallel,
+		ResponsesTTL: *storeTTL, ResponsesMax: *storeMax, ResponsesMaxBytes: storeBudget})
 	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"flag"
+	"strings"
 	"testing"
 )
 
@@ -40,5 +42,20 @@ func TestParseBytes(t *testing.T) {
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("%q: %d, %v", tc.in, got, err)
 		}
+	}
+}
+
+// TestServeResponsesMaxBytes: --responses-max-bytes (and its environment
+// variable) must be a size; a bad one stops serve before it starts.
+func TestServeResponsesMaxBytes(t *testing.T) {
+	var out strings.Builder
+	err := cmdServe(context.Background(), []string{"--responses-max-bytes", "lots"}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "--responses-max-bytes") {
+		t.Fatalf("bad --responses-max-bytes: %v", err)
+	}
+	t.Setenv("TROUPE_RESPONSES_MAX_BYTES", "0")
+	err = cmdServe(context.Background(), nil, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "--responses-max-bytes") {
+		t.Fatalf("TROUPE_RESPONSES_MAX_BYTES=0: %v", err)
 	}
 }

@@ -60,6 +60,7 @@ func (a *API) Messages(c *fiber.Ctx) error {
 	if err != nil {
 		return a.fail(c, err)
 	}
+	turn.Scope(c, r)
 	t, err := turn.Start(a.rt, r, turn.Options{Reasoning: true, Arrival: turn.Arrival(c)})
 	if err != nil {
 		return a.fail(c, err)

@@ -231,6 +231,7 @@ func (a *API) ChatInputTokens(c *fiber.Ctx) error {
 	if err != nil {
 		return a.fail(c, err)
 	}
+	turn.Scope(c, r)
 	in, err := turn.Inspect(a.rt, r)
 	if err != nil {
 		return a.fail(c, err)

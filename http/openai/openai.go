@@ -96,6 +96,7 @@ func (a *API) Completions(c *fiber.Ctx) error {
 }
 
 func (a *API) run(c *fiber.Ctx, r *chat.Request, stream, includeUsage, isChat bool) error {
+	turn.Scope(c, r)
 	t, err := turn.Start(a.rt, r, turn.Options{Reasoning: isChat, Arrival: turn.Arrival(c)})
 	if err != nil {
 		if !isChat {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/troupe-ai/troupe/chat"
 	"github.com/troupe-ai/troupe/http/apierr"
@@ -46,6 +47,50 @@ type reasoning struct {
 	Summary *string `json:"summary"`
 }
 
+// Bounds on what a request stores beyond its input (OpenAI's for
+// metadata).
+const (
+	maxMetadataPairs  = 16
+	maxMetadataKey    = 64
+	maxMetadataValue  = 512
+	maxUser           = 256
+	maxPromptCacheKey = 1024
+)
+
+// checkStored bounds the client-controlled fields a response keeps or
+// echoes that no other check bounds: metadata (OpenAI's limits), user and
+// prompt_cache_key (lengths in characters), reasoning.summary (its
+// documented values).
+func checkStored(req *request) error {
+	if len(req.Metadata) > maxMetadataPairs {
+		return bad("metadata", "metadata may have at most %d key-value pairs, got %d", maxMetadataPairs, len(req.Metadata))
+	}
+	for k, v := range req.Metadata {
+		if n := utf8.RuneCountInString(k); n > maxMetadataKey {
+			return bad("metadata", "metadata keys may have at most %d characters; key %.20q... has %d", maxMetadataKey, k, n)
+		}
+		if n := utf8.RuneCountInString(v); n > maxMetadataValue {
+			return bad("metadata", "metadata values may have at most %d characters; the value of %q has %d", maxMetadataValue, k, n)
+		}
+	}
+	if req.User != nil {
+		if n := utf8.RuneCountInString(*req.User); n > maxUser {
+			return bad("user", "user may have at most %d characters, got %d", maxUser, n)
+		}
+	}
+	if n := utf8.RuneCountInString(req.PromptCacheKey); n > maxPromptCacheKey {
+		return bad("prompt_cache_key", "prompt_cache_key may have at most %d characters, got %d", maxPromptCacheKey, n)
+	}
+	if req.Reasoning != nil && req.Reasoning.Summary != nil {
+		switch *req.Reasoning.Summary {
+		case "auto", "concise", "detailed":
+		default:
+			return bad("reasoning.summary", "reasoning.summary must be one of auto, concise, detailed; got %.40q", *req.Reasoning.Summary)
+		}
+	}
+	return nil
+}
+
 // defaultMaxOutput bounds a response that sets no max_output_tokens.
 const defaultMaxOutput = 4096
 
@@ -55,8 +100,11 @@ func bad(param, format string, args ...any) error { return apierr.Bad(param, for
 
 // translate validates req and builds the internal request from the
 // conversation so far (prior: a previous response's messages, nil when
-// none) and req's input.
-func translate(req *request, prior []any) (*chat.Request, []any, error) {
+// none) and req's input items (item references resolved).
+func translate(req *request, prior, items []any) (*chat.Request, []any, error) {
+	if err := checkStored(req); err != nil {
+		return nil, nil, err
+	}
 	r := &chat.Request{MaxTokens: defaultMaxOutput, FitMaxTokens: true}
 	if req.MaxOutputTokens != nil {
 		r.MaxTokens, r.FitMaxTokens = *req.MaxOutputTokens, false
@@ -106,7 +154,7 @@ func translate(req *request, prior []any) (*chat.Request, []any, error) {
 	if choice != "none" && len(tools) > 0 {
 		r.Tools = tools
 	}
-	input, err := inputMessages(req.Input)
+	input, err := inputMessages(items)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -200,27 +248,78 @@ func message(role string, content any) *templates.Dict {
 
 var inputRoles = map[string]bool{"user": true, "system": true, "developer": true, "assistant": true}
 
-// inputMessages translates input (a string, or a list of items) into
-// template messages: messages with text parts, function calls (joined onto
-// one assistant message with tool_calls, as chat templates expect),
-// function call outputs (tool messages) and reasoning (the next assistant
-// message's reasoning_content).
-func inputMessages(raw json.RawMessage) ([]any, error) {
+// inputItems decodes input (a string, or a list of items) into template
+// values, one per item, and the JSON of each (a string is one user
+// message). An item_reference (see isReference) is replaced by the item it names, which
+// resolve finds among the tenant's stored responses; an unknown id is a 400
+// naming input[i].id.
+func inputItems(raw json.RawMessage, resolve func(id string) (json.RawMessage, bool)) ([]any, []json.RawMessage, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
-		return []any{message("user", text)}, nil
+		m := map[string]any{"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_text", "text": text}}}
+		js, err := json.Marshal(m)
+		if err != nil {
+			return nil, nil, fmt.Errorf("input: %w", err)
+		}
+		return []any{message("user", text)}, []json.RawMessage{js}, nil
 	}
 	v, err := templates.DecodeJSON(raw)
 	if err != nil {
-		return nil, bad("input", "input: %v", err)
+		return nil, nil, bad("input", "input: %v", err)
 	}
 	items, ok := v.([]any)
-	if !ok {
-		return nil, bad("input", "input must be a string or an array of items")
+	var raws []json.RawMessage
+	if !ok || json.Unmarshal(raw, &raws) != nil || len(raws) != len(items) {
+		return nil, nil, bad("input", "input must be a string or an array of items")
 	}
+	for i, it := range items {
+		d, ok := it.(*templates.Dict)
+		if !ok {
+			continue // inputMessages names it
+		}
+		if !isReference(d) {
+			continue
+		}
+		at := fmt.Sprintf("input[%d].id", i)
+		idv, _ := d.Get("id")
+		id, ok := idv.(string)
+		if !ok || id == "" {
+			return nil, nil, bad(at, "%s: an item_reference needs a non-empty string id", at)
+		}
+		js, ok := resolve(id)
+		if !ok {
+			return nil, nil, bad(at, "%s: item %q not found among this key's stored responses (never stored, expired, or deleted)", at, id)
+		}
+		if items[i], err = templates.DecodeJSON(js); err != nil {
+			return nil, nil, fmt.Errorf("stored item %s: %w", id, err)
+		}
+		raws[i] = js
+	}
+	return items, raws, nil
+}
+
+// isReference reports whether an input item is an item_reference: its
+// type says so, or (as OpenAI's clients send it, type being optional) it
+// has no type and no role, only an id.
+func isReference(d *templates.Dict) bool {
+	typ, hasType := d.Get("type")
+	if hasType && typ != nil {
+		return typ == "item_reference"
+	}
+	_, hasRole := d.Get("role")
+	_, hasID := d.Get("id")
+	return !hasRole && hasID
+}
+
+// inputMessages translates input items into template messages: messages
+// with text parts, function calls (joined onto one assistant message with
+// tool_calls, as chat templates expect), function call outputs (tool
+// messages) and reasoning (the next assistant message's
+// reasoning_content).
+func inputMessages(items []any) ([]any, error) {
 	var out []any
 	var reasoningText string
 	names := map[string]any{} // call_id → function name, for tool messages
@@ -315,7 +414,7 @@ func inputMessages(raw json.RawMessage) ([]any, error) {
 		case "reasoning":
 			reasoningText += reasoningItemText(d)
 		default:
-			return nil, bad(at+".type", "%s.type %v is not supported; use message, function_call, function_call_output or reasoning", at, typ)
+			return nil, bad(at+".type", "%s.type %v is not supported; use message, function_call, function_call_output, reasoning or item_reference", at, typ)
 		}
 	}
 	return out, nil

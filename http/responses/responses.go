@@ -5,6 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -27,6 +30,9 @@ type Config struct {
 	StoreTTL time.Duration
 	// StoreMax bounds the stored responses; 0 means 1024.
 	StoreMax int
+	// StoreMaxBytes bounds the stored responses' approximate bytes; 0
+	// means 256 MiB.
+	StoreMaxBytes int64
 }
 
 // API serves the Responses routes of one runtime.
@@ -44,7 +50,10 @@ func New(rt *troupe.Runtime, cfg Config) *API {
 	if cfg.StoreMax <= 0 {
 		cfg.StoreMax = 1024
 	}
-	return &API{rt: rt, cfg: cfg, store: NewStore(cfg.StoreTTL, cfg.StoreMax, nil)}
+	if cfg.StoreMaxBytes <= 0 {
+		cfg.StoreMaxBytes = 256 << 20
+	}
+	return &API{rt: rt, cfg: cfg, store: NewStore(cfg.StoreTTL, cfg.StoreMax, cfg.StoreMaxBytes, nil)}
 }
 
 func (a *API) fail(c *fiber.Ctx, err error) error {
@@ -58,34 +67,43 @@ func newID(prefix string) string {
 	return prefix + "_" + hex.EncodeToString(b[:])
 }
 
-// parse decodes a body, checks the model and resolves previous_response_id
-// into the conversation it continues.
-func (a *API) parse(body []byte) (*request, *translated, error) {
+// parse decodes a body, checks the model, resolves previous_response_id
+// into the conversation it continues and item references into the items
+// they name (both among the tenant's stored responses only), and scopes
+// the prompt cache to the tenant.
+func (a *API) parse(c *fiber.Ctx) (*request, *translated, error) {
 	var req request
-	if err := apierr.Decode(body, &req); err != nil {
+	if err := apierr.Decode(c.Body(), &req); err != nil {
 		return nil, nil, err
 	}
 	if req.Model != nil && *req.Model != "" && *req.Model != a.rt.Name() {
 		return nil, nil, apierr.NotFound("model", "the model %q does not exist; this server serves %q", *req.Model, a.rt.Name())
 	}
+	tenant := turn.Tenant(c)
+	var prev *segment
 	var prior []any
 	if req.PreviousResponseID != nil && *req.PreviousResponseID != "" {
-		prev, ok := a.store.Get(*req.PreviousResponseID)
+		r, ok := a.store.Get(tenant, *req.PreviousResponseID)
 		if !ok {
 			return nil, nil, apierr.NotFound("previous_response_id", "previous response %q not found (never stored, expired, or deleted)", *req.PreviousResponseID)
 		}
-		prior = prev.messages
+		prev, prior = r.conv, r.conv.all()
 	}
-	r, conv, err := translate(&req, prior)
+	items, raws, err := inputItems(req.Input, func(id string) (json.RawMessage, bool) { return a.store.Item(tenant, id) })
 	if err != nil {
 		return nil, nil, err
 	}
-	return &req, &translated{r: r, conversation: conv}, nil
+	r, conv, err := translate(&req, prior, items)
+	if err != nil {
+		return nil, nil, err
+	}
+	turn.Scope(c, r)
+	return &req, &translated{r: r, tenant: tenant, prev: prev, turnMessages: conv[len(prior):], input: raws}, nil
 }
 
 // Create serves POST /v1/responses.
 func (a *API) Create(c *fiber.Ctx) error {
-	req, tr, err := a.parse(c.Body())
+	req, tr, err := a.parse(c)
 	if err != nil {
 		return a.fail(c, err)
 	}
@@ -108,20 +126,28 @@ func (a *API) Create(c *fiber.Ctx) error {
 	return turn.SSE(c, t, func(w *bufio.Writer) { b.stream(w, tr) })
 }
 
+// notFound answers a response id the request's tenant has no response
+// under; another key's response is not found either, so as not to reveal
+// that it exists.
+func notFound(c *fiber.Ctx, id string) error {
+	return apierr.OpenAI(c, fiber.StatusNotFound, "response "+id+" not found (never stored, expired, or deleted)", "response_id")
+}
+
 // Get serves GET /v1/responses/{id}.
 func (a *API) Get(c *fiber.Ctx) error {
-	r, ok := a.store.Get(c.Params("id"))
+	r, ok := a.store.Get(turn.Tenant(c), c.Params("id"))
 	if !ok {
-		return apierr.OpenAI(c, fiber.StatusNotFound, "response "+c.Params("id")+" not found (never stored, expired, or deleted)", "response_id")
+		return notFound(c, c.Params("id"))
 	}
-	return c.JSON(r.object)
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(r.object)
 }
 
 // Delete serves DELETE /v1/responses/{id}.
 func (a *API) Delete(c *fiber.Ctx) error {
 	id := c.Params("id")
-	if !a.store.Delete(id) {
-		return apierr.OpenAI(c, fiber.StatusNotFound, "response "+id+" not found (never stored, expired, or deleted)", "response_id")
+	if !a.store.Delete(turn.Tenant(c), id) {
+		return notFound(c, id)
 	}
 	return c.JSON(fiber.Map{"id": id, "object": "response.deleted", "deleted": true})
 }
@@ -129,7 +155,7 @@ func (a *API) Delete(c *fiber.Ctx) error {
 // InputTokens serves POST /v1/responses/input_tokens: exactly what POST
 // /v1/responses would prefill for the same body.
 func (a *API) InputTokens(c *fiber.Ctx) error {
-	_, tr, err := a.parse(c.Body())
+	_, tr, err := a.parse(c)
 	if err != nil {
 		return a.fail(c, err)
 	}
@@ -142,12 +168,40 @@ func (a *API) InputTokens(c *fiber.Ctx) error {
 	return c.JSON(body)
 }
 
-// keep stores a finished response (unless store is false) with the
-// conversation a follow-up continues: this turn's input plus its output.
+// keep stores a finished response (unless store is false) with its input
+// and output items and the conversation a follow-up continues: this
+// turn's input plus its output, after the history it continued. A
+// response too large for the store's byte bound is not kept, and its
+// object says "store": false.
 func (a *API) keep(req *request, tr *translated, b *builder, obj fiber.Map) {
 	if req.Store != nil && !*req.Store {
 		return
 	}
+	output, _ := obj["output"].([]fiber.Map)
+	r := &stored{input: make([]item, 0, len(tr.input)), output: make([]item, 0, len(output))}
+	for _, raw := range tr.input {
+		it, err := withID(raw)
+		if err != nil {
+			obj["store"] = false
+			return
+		}
+		r.input = append(r.input, it)
+	}
+	for _, o := range output {
+		js, err := json.Marshal(o)
+		if err != nil {
+			obj["store"] = false
+			return
+		}
+		id, _ := o["id"].(string)
+		r.output = append(r.output, item{id: id, raw: js})
+	}
+	js, err := json.Marshal(obj)
+	if err != nil {
+		obj["store"] = false
+		return
+	}
+	r.object = js
 	reply := templates.NewDict(4)
 	reply.Set("role", "assistant")
 	reply.Set("content", b.t.Content.String())
@@ -172,13 +226,117 @@ func (a *API) keep(req *request, tr *translated, b *builder, obj fiber.Map) {
 		}
 		reply.Set("tool_calls", calls)
 	}
-	msgs := append(append([]any{}, tr.conversation...), reply)
-	a.store.Put(b.id, &stored{object: obj, messages: msgs})
+	r.conv = newSegment(tr.prev, append(append([]any{}, tr.turnMessages...), reply))
+	if !a.store.Put(tr.tenant, b.id, r) {
+		obj["store"] = false
+	}
+}
+
+// withID is an input item's JSON with an id: its own, or a new one named
+// after its type, as OpenAI's input_items lists them.
+func withID(raw json.RawMessage) (item, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return item{}, fmt.Errorf("input item: %w", err)
+	}
+	var id, typ string
+	if json.Unmarshal(fields["id"], &id) == nil && id != "" {
+		return item{id: id, raw: raw}, nil
+	}
+	json.Unmarshal(fields["type"], &typ)
+	prefix := map[string]string{"function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}[typ]
+	if prefix == "" {
+		prefix = "msg"
+		if typ == "" {
+			fields["type"] = json.RawMessage(`"message"`)
+		}
+	}
+	id = newID(prefix)
+	fields["id"], _ = json.Marshal(id)
+	js, err := json.Marshal(fields)
+	if err != nil {
+		return item{}, fmt.Errorf("input item: %w", err)
+	}
+	return item{id: id, raw: js}, nil
+}
+
+// InputItems serves GET /v1/responses/{id}/input_items: the response's
+// input items (item references resolved, each with its id) as OpenAI's
+// list: limit (1..100, default 20), order (asc or desc, the default),
+// after and before (item ids: the items after, or just before, one in that
+// order).
+func (a *API) InputItems(c *fiber.Ctx) error {
+	r, ok := a.store.Get(turn.Tenant(c), c.Params("id"))
+	if !ok {
+		return notFound(c, c.Params("id"))
+	}
+	limit := 20
+	if v := c.Query("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return apierr.OpenAI(c, fiber.StatusBadRequest, "limit must be an integer between 1 and 100, got "+strconv.Quote(v), "limit")
+		}
+		limit = n
+	}
+	items := slices.Clone(r.input)
+	switch order := c.Query("order", "desc"); order {
+	case "desc":
+		slices.Reverse(items)
+	case "asc":
+	default:
+		return apierr.OpenAI(c, fiber.StatusBadRequest, "order must be \"asc\" or \"desc\", got "+strconv.Quote(order), "order")
+	}
+	cursor := func(param string) (int, error) {
+		id := c.Query(param)
+		if id == "" {
+			return -1, nil
+		}
+		i := slices.IndexFunc(items, func(it item) bool { return it.id == id })
+		if i < 0 {
+			return 0, apierr.Bad(param, "%s: item %q is not an input item of response %s", param, id, c.Params("id"))
+		}
+		return i, nil
+	}
+	after, err := cursor("after")
+	if err != nil {
+		return a.fail(c, err)
+	}
+	before, err := cursor("before")
+	if err != nil {
+		return a.fail(c, err)
+	}
+	if before >= 0 {
+		items = items[:before]
+	}
+	if after >= 0 {
+		items = items[min(after+1, len(items)):]
+	}
+	more := len(items) > limit
+	if before >= 0 && after < 0 { // the page just before the cursor
+		items = items[max(0, len(items)-limit):]
+	} else {
+		items = items[:min(limit, len(items))]
+	}
+	data := make([]json.RawMessage, len(items))
+	var first, last any
+	for i, it := range items {
+		data[i] = it.raw
+	}
+	if len(items) > 0 {
+		first, last = items[0].id, items[len(items)-1].id
+	}
+	return c.JSON(fiber.Map{"object": "list", "data": data, "first_id": first, "last_id": last, "has_more": more})
 }
 
 type translated struct {
-	r            *chat.Request
-	conversation []any // the messages without instructions
+	r      *chat.Request
+	tenant string
+	// prev is the conversation a previous response ended (nil when none);
+	// turnMessages are the messages this request adds to it, without
+	// instructions; input is the JSON of its input items.
+	prev         *segment
+	turnMessages []any
+	input        []json.RawMessage
 }
 
 // builder accumulates one response's output items as the turn produces
