@@ -318,7 +318,7 @@ func TestResponsesBadInput(t *testing.T) {
 		{"input wrong type", `{"input":5}`, 400, "input"},
 		{"item not an object", `{"input":["hi"]}`, 400, "input[0]"},
 		{"bad role", `{"input":[{"role":"robot","content":"hi"}]}`, 400, "input[0].role"},
-		{"image part", `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"http://x"}]}]}`, 400, "input[0].content[0].type"},
+		{"image part", `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"http://x"}]}]}`, 400, "input[0].content[0]"},
 		{"unknown item type", `{"input":[{"type":"item_reference","id":"x"}]}`, 400, "input[0].type"},
 		{"function_call without call_id", `{"input":[{"type":"function_call","name":"f","arguments":"{}"}]}`, 400, "input[0]"},
 		{"function_call_output without output", `{"input":[{"type":"function_call_output","call_id":"c"}]}`, 400, "input[0].output"},

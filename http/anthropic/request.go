@@ -125,10 +125,10 @@ func sampling(req *messagesRequest, r *chat.Request) error {
 	if err := apierr.Number("top_p", req.TopP, 0, 1, &p.TopP); err != nil {
 		return err
 	}
+	if req.TopK != nil && (*req.TopK < 0 || *req.TopK > apierr.MaxTopK) {
+		return bad("top_k", "must be between 0 and %d, got %d", apierr.MaxTopK, *req.TopK)
+	}
 	if req.TopK != nil {
-		if *req.TopK < 0 {
-			return bad("top_k", "must be >= 0, got %d", *req.TopK)
-		}
 		p.TopK = *req.TopK
 	}
 	if err := p.Validate(); err != nil {
@@ -289,7 +289,9 @@ func blockType(b any, at string) (*templates.Dict, string, error) {
 
 func unsupported(at, typ, role string) error {
 	switch typ {
-	case "image", "document", "search_result", "container_upload":
+	case "image":
+		return bad(at, "content block type %q: %v", typ, chat.ErrImageInput)
+	case "document", "search_result", "container_upload":
 		return bad(at, "content block type %q is not supported: this server serves a text-only model", typ)
 	case "text", "tool_use", "tool_result", "thinking", "redacted_thinking":
 		return bad(at, "content block type %q is not allowed in a %s message", typ, role)

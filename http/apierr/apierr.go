@@ -44,6 +44,7 @@ func NotFound(param, format string, args ...any) error {
 // to load is 503, anything else is 500.
 func Classify(err error, defaultParam string) (status int, param string) {
 	var fe *Field
+	var cp *chat.ContentParam
 	var br *chat.BadRequest
 	var un *actors.Unavailable
 	switch {
@@ -54,6 +55,8 @@ func Classify(err error, defaultParam string) (status int, param string) {
 			return fiber.StatusBadRequest, fe.Param
 		}
 		return fe.Status, fe.Param
+	case errors.As(err, &cp):
+		return fiber.StatusBadRequest, cp.Param
 	case errors.As(err, &br), errors.Is(err, chat.ErrNoTemplate):
 		return fiber.StatusBadRequest, defaultParam
 	}
@@ -70,6 +73,23 @@ func Number(name string, v *float64, lo, hi float64, dst *float32) error {
 		return Bad(name, "%s must be between %g and %g, got %g", name, lo, hi, *v)
 	}
 	*dst = float32(*v)
+	return nil
+}
+
+// MaxTopK bounds top_k: the engine carries it as an int32, and no
+// vocabulary comes near it (a larger top_k would keep every token anyway).
+const MaxTopK = math.MaxInt32
+
+// TopK checks an optional top_k against [-1, MaxTopK] before it is
+// narrowed anywhere; -1 (vLLM's spelling) and 0 keep every token.
+func TopK(v *int, dst *int) error {
+	if v == nil {
+		return nil
+	}
+	if *v < -1 || *v > MaxTopK {
+		return Bad("top_k", "top_k must be between -1 and %d (-1 and 0 keep every token), got %d", MaxTopK, *v)
+	}
+	*dst = max(*v, 0)
 	return nil
 }
 

@@ -79,22 +79,26 @@ func (a *API) tokens(p *actors.Prepared, ids []int32, pieces bool) any {
 // Detokenize serves POST /detokenize: token ids to text.
 func (a *API) Detokenize(c *fiber.Ctx) error {
 	var req struct {
-		Tokens []int32 `json:"tokens"`
+		Tokens *[]int32 `json:"tokens"`
 	}
 	if err := apierr.Decode(c.Body(), &req); err != nil {
 		return a.fail(c, err)
 	}
+	if req.Tokens == nil {
+		return a.fail(c, bad("tokens", "tokens is required: an array of token ids"))
+	}
+	tokens := *req.Tokens
 	p, err := turn.Prepare(a.rt, &chat.Request{PromptIDs: []int32{0}})
 	if err != nil {
 		return a.fail(c, err)
 	}
 	vocab := p.Assets.Tokenizer.VocabSize()
-	for i, id := range req.Tokens {
+	for i, id := range tokens {
 		if id < 0 || int(id) >= vocab {
 			return a.fail(c, bad(fmt.Sprintf("tokens[%d]", i), "token %d is outside the vocabulary of %d", id, vocab))
 		}
 	}
-	return c.JSON(fiber.Map{"content": p.Assets.Tokenizer.Decode(req.Tokens, false)})
+	return c.JSON(fiber.Map{"content": p.Assets.Tokenizer.Decode(tokens, false)})
 }
 
 // ApplyTemplate serves POST /apply-template: messages to the prompt text.
