@@ -538,6 +538,8 @@ func TestAnthropicBadInput(t *testing.T) {
 		{"image block", m, `{"max_tokens":3,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"x"}}]}]}`, 400, "messages[0].content[0]: content block type \"image\": image inputs are not supported"},
 		{"top_k past int32", m, `{"top_k":4294967297,` + ok + `}`, 400, "top_k"},
 		{"top_k negative", m, `{"top_k":-1,` + ok + `}`, 400, "top_k"},
+		{"metadata not an object", m, `{"metadata":5,` + ok + `}`, 400, "metadata"},
+		{"metadata user_id not a string", m, `{"metadata":{"user_id":5},` + ok + `}`, 400, "metadata"},
 		{"unknown model", m, `{"model":"claude-opus-4",` + ok + `}`, 404, "claude-opus-4"},
 		{"too long for the model", m, `{"max_tokens":100000,` + msgs + `}`, 400, "positions"},
 		{"oversized body", m, `{"max_tokens":3,"messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, 413, "too large"},

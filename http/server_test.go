@@ -228,6 +228,8 @@ func TestBadInput(t *testing.T) {
 		{"image part", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"text","text":"what is it?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}]}`, 400, "messages[0].content[1]", "image inputs are not supported"},
 		{"tool call without function", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function"}]}]}`, 400, "messages[1].tool_calls[0].function", "function"},
 		{"tool call arguments a number", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"},{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":5}}]}]}`, 400, "messages[1].tool_calls[0].function.arguments", "arguments"},
+		{"tool_call_id not a string", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"},{"role":"tool","tool_call_id":7,"content":"r"}]}`, 400, "messages[1].tool_call_id", "tool_call_id"},
+		{"tool_calls on a user message", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x","tool_calls":[]}]}`, 400, "messages[0].tool_calls", "assistant"},
 		{"detokenize null", "/detokenize", `{"tokens":null}`, 400, "tokens", "tokens"},
 		{"detokenize missing", "/detokenize", `{}`, 400, "tokens", "tokens"},
 		{"detokenize not an array", "/detokenize", `{"tokens":"abc"}`, 400, "tokens", "tokens"},

@@ -65,6 +65,9 @@ func toRequest(req *messagesRequest, requireMax bool) (*chat.Request, error) {
 	if err := sampling(req, r); err != nil {
 		return nil, err
 	}
+	if err := metadata(req.Metadata); err != nil {
+		return nil, err
+	}
 	for _, s := range req.StopSequences {
 		if s != "" {
 			r.Stop = append(r.Stop, s)
@@ -113,6 +116,21 @@ func toRequest(req *messagesRequest, requireMax bool) (*chat.Request, error) {
 		r.Tools = tools
 	}
 	return r, nil
+}
+
+// metadata checks the metadata field's shape ({"user_id": string}); its
+// content changes nothing here.
+func metadata(raw json.RawMessage) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var m struct {
+		UserID *string `json:"user_id"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return bad("metadata", "must be an object like {\"user_id\": \"...\"}")
+	}
+	return nil
 }
 
 // sampling validates Anthropic's sampling fields (temperature is 0..1

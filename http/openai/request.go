@@ -256,6 +256,11 @@ func normalizeMessage(d *templates.Dict, i int) error {
 	default:
 		return bad(at("content"), "%s must be a string or an array of content parts", at("content"))
 	}
+	if id, ok := d.Get("tool_call_id"); ok && id != nil {
+		if _, isStr := id.(string); !isStr {
+			return bad(at("tool_call_id"), "%s must be a string", at("tool_call_id"))
+		}
+	}
 	if calls, _ := d.Get("tool_calls"); calls != nil {
 		list, ok := calls.([]any)
 		if !ok {
