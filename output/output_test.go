@@ -11,7 +11,7 @@ import (
 
 // byteTok is the demo model's tokenizer: one token per byte, so a text's
 // bytes are its ids and every token boundary gets exercised.
-func byteTok(t *testing.T) *tokenizer.Tokenizer {
+func byteTok(t testing.TB) *tokenizer.Tokenizer {
 	t.Helper()
 	dir := t.TempDir()
 	if err := checkpoint.WriteByteTokenizer(dir); err != nil {
@@ -62,6 +62,8 @@ func TestProcessor(t *testing.T) {
 			calls: []ToolCall{{Name: "a", Arguments: `{"x": 1}`, Complete: true}, {Name: "b", Arguments: `{"y": true}`, Complete: true}}},
 		{name: "cut short after it began", opts: Options{Tools: true}, gen: `Hm.<tool_call>{"name": "f", "arguments": {"city": "Par`,
 			content: "Hm.", calls: []ToolCall{{Name: "f", Arguments: `{"city": "Par`}}},
+		{name: "no closing tag at the end", opts: Options{Tools: true}, gen: `<tool_call>{"name": "f", "arguments": {"a": 1}}`,
+			calls: []ToolCall{{Name: "f", Arguments: `{"a": 1}`, Complete: true}}},
 		{name: "text after the calls is dropped", opts: Options{Tools: true}, gen: `<tool_call>{"name": "f", "arguments": {}}</tool_call> and more`,
 			calls: []ToolCall{{Name: "f", Arguments: `{}`, Complete: true}}},
 	}
@@ -134,4 +136,47 @@ func TestProcessor(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzToolCalls: whatever the model generates, the processor neither
+// panics nor streams tool-call pieces that disagree with the final calls.
+func FuzzToolCalls(f *testing.F) {
+	for _, s := range []string{
+		`<tool_call>{"name": "f", "arguments": {"a": "b\"c"}}</tool_call>`,
+		`<tool_call>{"name": "f", "arguments": "{\"a\": \"\ud83c\udf89\"}"}</tool_call>`,
+		`{"name": "a", "parameters": {"x": [1, {"y": null}]}}; {"name": "b"}`,
+		`<tool_call>{"arguments": 5, "name": "n"}</tool_call><tool_call>{"name"`,
+		`text <tool_call>{"name": "f", "arguments": {"s": "\u00`,
+	} {
+		f.Add(s)
+	}
+	tok := byteTok(f)
+	f.Fuzz(func(t *testing.T, gen string) {
+		p := New(tok, Options{Tools: true})
+		var streamed []ToolCall
+		add := func(ds []ToolDelta) {
+			for _, td := range ds {
+				if td.ID != "" {
+					streamed = append(streamed, ToolCall{ID: td.ID, Name: td.Name})
+				}
+				if td.Index >= len(streamed) {
+					t.Fatalf("delta %+v before its announcement", td)
+				}
+				streamed[td.Index].Arguments += td.Arguments
+			}
+		}
+		for _, b := range []byte(gen) {
+			add(p.Add(int32(b)).Tools)
+		}
+		add(p.Finish().Tools)
+		calls, _ := p.ToolCalls()
+		if len(calls) != len(streamed) {
+			t.Fatalf("%d calls, %d streamed", len(calls), len(streamed))
+		}
+		for i, c := range calls {
+			if (ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments}) != streamed[i] {
+				t.Fatalf("call %+v streamed as %+v", c, streamed[i])
+			}
+		}
+	})
 }

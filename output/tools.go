@@ -73,9 +73,9 @@ type callScan struct {
 	valid    bool // done, and the object is valid JSON with a string name
 }
 
-// scanTools scans the held tool-call text into calls; rest is true when
-// the text goes on with something that is not a call (ignored, as vLLM
-// ignores text around calls).
+// scanTools scans the held tool-call text into calls; text after them that
+// is not a call ends the scan (it is ignored, as vLLM ignores text around
+// calls). final says the text is complete.
 func scanTools(text string, final bool) []callScan {
 	var calls []callScan
 	s := strings.TrimLeft(text, " \t\r\n")
@@ -100,6 +100,7 @@ func scanTools(text string, final bool) []callScan {
 			switch {
 			case strings.HasPrefix(s, toolClose):
 				s = s[len(toolClose):]
+			case final && s == "": // the reply ended without </tool_call>
 			case !final && strings.HasPrefix(toolClose, s):
 				calls = append(calls, c) // </tool_call> still coming
 				return calls
