@@ -306,13 +306,24 @@ func TestToolCallRoundTrip(t *testing.T) {
 		if code != 200 {
 			t.Fatalf("content blocks sent back: %d %s", code, data)
 		}
-		// The rendered prompt, through the OpenAI inspection of the same
-		// conversation, shows the call.
-		var n struct {
-			InputTokens int `json:"input_tokens"`
+		// It renders as the same conversation in OpenAI's shape does (whose
+		// prompt shows the call).
+		var n, o struct {
+			InputTokens int    `json:"input_tokens"`
+			Prompt      string `json:"prompt"`
 		}
-		if json.Unmarshal(data, &n) != nil || n.InputTokens < 20 {
+		if json.Unmarshal(data, &n) != nil {
 			t.Fatalf("count_tokens %s", data)
+		}
+		chatConv := `{"messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":[{"id":"` + last.ID + `","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},` +
+			`{"role":"tool","tool_call_id":"` + last.ID + `","content":"18C"}],` + chatToolsJSON + `}`
+		resp, data := s.post(t, "/v1/chat/completions/input_tokens", chatConv)
+		if resp.StatusCode != 200 || json.Unmarshal(data, &o) != nil {
+			t.Fatalf("%d %s", resp.StatusCode, data)
+		}
+		rendersCall(t, o.Prompt)
+		if n.InputTokens != o.InputTokens {
+			t.Fatalf("count_tokens %d, the same conversation in OpenAI's shape %d", n.InputTokens, o.InputTokens)
 		}
 	})
 }
