@@ -89,6 +89,23 @@ type Assets struct {
 	// EOS are the ids that end generation (generation_config.json and the
 	// tokenizer's eos token).
 	EOS []int32
+
+	shapes shapes   // each template's tool-call shape, probed on first use
+	json   jsonText // tojson, for templates that want arguments as text
+}
+
+// normalize returns r's messages in the shape tmpl renders (see
+// normalizeMessages).
+func (a *Assets) normalize(tmpl *templates.Template, msgs []any) ([]any, error) {
+	var sh toolShape
+	if hasToolTurns(msgs) {
+		sh = a.shapes.get(tmpl, a.SpecialTokens)
+	}
+	out, err := normalizeMessages(msgs, sh, a.json.dumps)
+	if err != nil {
+		return nil, &BadRequest{err}
+	}
+	return out, nil
 }
 
 // ErrNoTemplate is returned for a chat request to a model without a chat
@@ -141,7 +158,11 @@ func (a *Assets) Prepare(r *Request, withBoundary bool) (*Prepared, error) {
 	if len(r.Messages) == 0 {
 		return nil, &BadRequest{errors.New("messages must not be empty")}
 	}
-	in := templates.ChatInput{Messages: r.Messages, Tools: r.Tools, Documents: r.Documents,
+	msgs, err := a.normalize(tmpl, r.Messages)
+	if err != nil {
+		return nil, err
+	}
+	in := templates.ChatInput{Messages: msgs, Tools: r.Tools, Documents: r.Documents,
 		AddGenerationPrompt: true, SpecialTokens: a.SpecialTokens, Kwargs: thinkingKwargs(tmpl.Source(), r.Thinking, r.Kwargs)}
 	prompt, err := tmpl.RenderChat(in)
 	if err != nil {
@@ -190,9 +211,13 @@ func (a *Assets) WarmUp(r *Request, reply string) ([]int32, error) {
 	if tmpl == nil || !r.IsChat() {
 		return nil, ErrNoTemplate
 	}
+	history, err := a.normalize(tmpl, r.Messages)
+	if err != nil {
+		return nil, err
+	}
 	var ids [2][]int32
 	for i, placeholder := range []string{"A", "B"} {
-		msgs := append(append([]any{}, r.Messages...), message("assistant", reply), message("user", placeholder))
+		msgs := append(append([]any{}, history...), message("assistant", reply), message("user", placeholder))
 		text, err := tmpl.RenderChat(templates.ChatInput{Messages: msgs, Tools: r.Tools, Documents: r.Documents,
 			AddGenerationPrompt: true, SpecialTokens: a.SpecialTokens, Kwargs: thinkingKwargs(tmpl.Source(), r.Thinking, r.Kwargs)})
 		if err != nil {

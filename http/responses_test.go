@@ -318,7 +318,7 @@ func TestResponsesBadInput(t *testing.T) {
 		{"input wrong type", `{"input":5}`, 400, "input"},
 		{"item not an object", `{"input":["hi"]}`, 400, "input[0]"},
 		{"bad role", `{"input":[{"role":"robot","content":"hi"}]}`, 400, "input[0].role"},
-		{"image part", `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"http://x"}]}]}`, 400, "input[0].content[0].type"},
+		{"image part", `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"http://x"}]}]}`, 400, "input[0].content[0]"},
 		{"unknown item type", `{"input":[{"type":"computer_call_output","id":"x"}]}`, 400, "input[0].type"},
 		{"unknown item_reference", `{"input":[{"role":"user","content":"hi"},{"type":"item_reference","id":"msg_nope"}]}`, 400, "input[1].id"},
 		{"item_reference without id", `{"input":[{"type":"item_reference"}]}`, 400, "input[0].id"},

@@ -34,6 +34,30 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// callOnlyScript is a reply that is only a tool call: no reasoning, no
+// text, so OpenAI's message has content null.
+const callOnlyScript = "assistant\n<tool_call>{\"name\":\"get_weather\",\"arguments\":{\"city\": \"Paris\"}}</tool_call><|im_end|>"
+
+var callOnlyModel struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// callOnlyScriptModel is scriptModel's twin that says callOnlyScript.
+func callOnlyScriptModel(t *testing.T) string {
+	t.Helper()
+	tokDir := fixtures.Path(t, "tokenizers", "qwen3")
+	callOnlyModel.once.Do(func() {
+		dir := filepath.Join(scratch, "call-only")
+		callOnlyModel.dir, callOnlyModel.err = dir, writeScriptModel(dir, tokDir, callOnlyScript)
+	})
+	if callOnlyModel.err != nil {
+		t.Fatal(callOnlyModel.err)
+	}
+	return callOnlyModel.dir
+}
+
 var toolModel struct {
 	once sync.Once
 	dir  string

@@ -4,22 +4,26 @@
 // emitted, reasoning separated from the answer for templates that think
 // (<think>…</think>, including a prompt that already opened the block), and
 // tool calls parsed from the Hermes/Qwen <tool_call>{json}</tool_call> format
-// and the Llama 3 JSON format.
+// and the Llama 3 JSON format, streamed as they are generated: a call is
+// announced (ToolDelta with its id and name) once its name is known, then
+// its arguments follow piece by piece (see tools.go).
 //
 // It runs per request, in the request's goroutine, off the scheduler's loop.
 package output
 
 import (
-	"encoding/json"
 	"strings"
 
 	"github.com/troupe-ai/troupe/tokenizer"
 )
 
-// Delta is newly final text of a stream.
+// Delta is newly final text of a stream. Within one Delta, Reasoning
+// comes first, then Content, then Tools.
 type Delta struct {
 	Content   string
 	Reasoning string
+	// Tools are tool-call pieces (see ToolDelta), when Options.Tools is set.
+	Tools []ToolDelta
 }
 
 // Options configure a Processor.
@@ -54,7 +58,9 @@ type Processor struct {
 	full     strings.Builder // all content emitted (for tool-call parsing)
 	held     strings.Builder // content held back as a possible tool call
 	inTool   bool
-	trimLead bool // drop the newlines that follow </think>
+	trimLead bool       // drop the newlines that follow </think>
+	sent     []streamed // tool calls announced so far
+	calls    []ToolCall // the final tool calls (after Finish)
 }
 
 // New returns a processor decoding with tok.
@@ -90,13 +96,26 @@ func (p *Processor) Finish() Delta {
 		p.pending += p.dec.Flush()
 	}
 	d := p.drain(true)
-	if p.inTool || p.held.Len() > 0 {
-		// An unterminated or unparsable tool call is plain content after all.
-		if _, ok := p.parseTools(); !ok {
-			d.Content += p.held.String()
-			p.full.WriteString(p.held.String())
-			p.held.Reset()
-		}
+	if !p.inTool {
+		return d
+	}
+	calls := scanTools(p.held.String(), true)
+	valid := len(calls) > 0
+	for _, c := range calls {
+		valid = valid && c.valid
+	}
+	if len(p.sent) == 0 && !valid {
+		// A tool call that never began (unparsable) is plain content after all.
+		d.Content += p.held.String()
+		p.full.WriteString(p.held.String())
+		p.held.Reset()
+		return d
+	}
+	// Calls that began stand, complete or cut short; text around them is
+	// dropped, as vLLM drops it.
+	d.Tools = append(d.Tools, p.toolDeltas(calls)...)
+	for i, st := range p.sent {
+		p.calls = append(p.calls, ToolCall{ID: st.id, Name: st.name, Arguments: st.args, Complete: i < len(calls) && calls[i].valid})
 	}
 	return d
 }
@@ -175,6 +194,9 @@ func (p *Processor) drain(final bool) Delta {
 			p.held.WriteString(out)
 			out = ""
 		}
+		if p.inTool && !final {
+			d.Tools = p.toolDeltas(scanTools(p.held.String(), false))
+		}
 		d.Content += out
 		p.full.WriteString(out)
 		return d
@@ -210,74 +232,8 @@ func holdBack(s string, tags []string) int {
 	return keep
 }
 
-// ToolCall is one parsed function call.
-type ToolCall struct {
-	Name      string
-	Arguments string // JSON object text
-}
-
-// ToolCalls parses the held-back tool-call text after Finish. ok is false
-// when there was none.
+// ToolCalls returns the tool calls after Finish. ok is false when there
+// were none.
 func (p *Processor) ToolCalls() ([]ToolCall, bool) {
-	if p.held.Len() == 0 {
-		return nil, false
-	}
-	return p.parseTools()
-}
-
-func (p *Processor) parseTools() ([]ToolCall, bool) {
-	text := strings.TrimSpace(p.held.String())
-	var calls []ToolCall
-	if strings.HasPrefix(text, toolOpen) {
-		for text != "" {
-			if !strings.HasPrefix(text, toolOpen) {
-				return nil, false
-			}
-			end := strings.Index(text, toolClose)
-			if end < 0 {
-				return nil, false
-			}
-			c, ok := parseCall(text[len(toolOpen):end])
-			if !ok {
-				return nil, false
-			}
-			calls = append(calls, c)
-			text = strings.TrimSpace(text[end+len(toolClose):])
-		}
-		return calls, len(calls) > 0
-	}
-	// Llama 3: {"name": ..., "parameters": {...}} (one call, or several
-	// separated by ';').
-	for _, part := range strings.Split(text, ";") {
-		c, ok := parseCall(part)
-		if !ok {
-			return nil, false
-		}
-		calls = append(calls, c)
-	}
-	return calls, len(calls) > 0
-}
-
-func parseCall(s string) (ToolCall, bool) {
-	var raw struct {
-		Name       string          `json:"name"`
-		Arguments  json.RawMessage `json:"arguments"`
-		Parameters json.RawMessage `json:"parameters"`
-	}
-	if err := json.Unmarshal([]byte(strings.TrimSpace(s)), &raw); err != nil || raw.Name == "" {
-		return ToolCall{}, false
-	}
-	args := raw.Arguments
-	if args == nil {
-		args = raw.Parameters
-	}
-	if args == nil {
-		args = json.RawMessage("{}")
-	}
-	// Arguments given as a JSON string hold the object's text already.
-	var str string
-	if json.Unmarshal(args, &str) == nil {
-		return ToolCall{Name: raw.Name, Arguments: str}, true
-	}
-	return ToolCall{Name: raw.Name, Arguments: string(args)}, true
+	return p.calls, len(p.calls) > 0
 }

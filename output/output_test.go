@@ -1,6 +1,7 @@
 package output
 
 import (
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -10,7 +11,7 @@ import (
 
 // byteTok is the demo model's tokenizer: one token per byte, so a text's
 // bytes are its ids and every token boundary gets exercised.
-func byteTok(t *testing.T) *tokenizer.Tokenizer {
+func byteTok(t testing.TB) *tokenizer.Tokenizer {
 	t.Helper()
 	dir := t.TempDir()
 	if err := checkpoint.WriteByteTokenizer(dir); err != nil {
@@ -43,17 +44,51 @@ func TestProcessor(t *testing.T) {
 		{name: "no think block", opts: Options{Reasoning: true}, gen: "Just text <think> later", content: "Just text <think> later"},
 		{name: "stop inside reasoning", opts: Options{Reasoning: true, Stop: []string{"X"}}, gen: "<think>abXcd</think>e", reasoning: "ab", stop: "X"},
 		{name: "hermes tool call", opts: Options{Tools: true}, gen: "Let me check.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
-			content: "Let me check.", calls: []ToolCall{{Name: "get_weather", Arguments: `{"city": "Paris"}`}}},
+			content: "Let me check.", calls: []ToolCall{{Name: "get_weather", Arguments: `{"city": "Paris"}`, Complete: true}}},
 		{name: "two hermes calls", opts: Options{Tools: true}, gen: "<tool_call>{\"name\":\"a\",\"arguments\":{}}</tool_call>\n<tool_call>{\"name\":\"b\",\"arguments\":{\"x\":1}}</tool_call>",
-			calls: []ToolCall{{Name: "a", Arguments: "{}"}, {Name: "b", Arguments: `{"x":1}`}}},
+			calls: []ToolCall{{Name: "a", Arguments: "{}", Complete: true}, {Name: "b", Arguments: `{"x":1}`, Complete: true}}},
 		{name: "llama3 json call", opts: Options{Tools: true}, gen: `{"name": "lookup", "parameters": {"q": "go"}}`,
-			calls: []ToolCall{{Name: "lookup", Arguments: `{"q": "go"}`}}},
+			calls: []ToolCall{{Name: "lookup", Arguments: `{"q": "go"}`, Complete: true}}},
 		{name: "broken tool call is content", opts: Options{Tools: true}, gen: "<tool_call>{not json", content: "<tool_call>{not json"},
+		{name: "arguments as a JSON string", opts: Options{Tools: true}, gen: `<tool_call>{"name": "f", "arguments": "{\"q\": \"a\\\"b \u00e9\ud83c\udf89\"}"}</tool_call>`,
+			calls: []ToolCall{{Name: "f", Arguments: `{"q": "a\"b é🎉"}`, Complete: true}}},
+		{name: "arguments before the name", opts: Options{Tools: true}, gen: `<tool_call>{"arguments": {"n": [1, 2]}, "name": "g"}</tool_call>`,
+			calls: []ToolCall{{Name: "g", Arguments: `{"n": [1, 2]}`, Complete: true}}},
+		{name: "no arguments", opts: Options{Tools: true}, gen: `<tool_call>{"name": "now"}</tool_call>`,
+			calls: []ToolCall{{Name: "now", Arguments: `{}`, Complete: true}}},
+		{name: "braces and tags inside strings", opts: Options{Tools: true}, gen: `<tool_call>{"name": "echo", "arguments": {"s": "}</tool_call>{"}}</tool_call>`,
+			calls: []ToolCall{{Name: "echo", Arguments: `{"s": "}</tool_call>{"}`, Complete: true}}},
+		{name: "two llama3 calls", opts: Options{Tools: true}, gen: `{"name": "a", "parameters": {"x": 1}}; {"name": "b", "parameters": {"y": true}}`,
+			calls: []ToolCall{{Name: "a", Arguments: `{"x": 1}`, Complete: true}, {Name: "b", Arguments: `{"y": true}`, Complete: true}}},
+		{name: "cut short after it began", opts: Options{Tools: true}, gen: `Hm.<tool_call>{"name": "f", "arguments": {"city": "Par`,
+			content: "Hm.", calls: []ToolCall{{Name: "f", Arguments: `{"city": "Par`}}},
+		{name: "no closing tag at the end", opts: Options{Tools: true}, gen: `<tool_call>{"name": "f", "arguments": {"a": 1}}`,
+			calls: []ToolCall{{Name: "f", Arguments: `{"a": 1}`, Complete: true}}},
+		{name: "text after the calls is dropped", opts: Options{Tools: true}, gen: `<tool_call>{"name": "f", "arguments": {}}</tool_call> and more`,
+			calls: []ToolCall{{Name: "f", Arguments: `{}`, Complete: true}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p := New(tok, tc.opts)
 			var content, reasoning string
+			var streamed []ToolCall // the calls as their deltas build them
+			pieces := map[int]int{} // argument deltas per call
+			tools := func(ds []ToolDelta) {
+				for _, td := range ds {
+					if td.ID != "" {
+						if td.Index != len(streamed) || td.Name == "" {
+							t.Fatalf("announcement %+v after %d calls", td, len(streamed))
+						}
+						streamed = append(streamed, ToolCall{ID: td.ID, Name: td.Name})
+					} else if td.Index >= len(streamed) || td.Name != "" {
+						t.Fatalf("delta %+v before its announcement", td)
+					}
+					streamed[td.Index].Arguments += td.Arguments
+					if td.Arguments != "" {
+						pieces[td.Index]++
+					}
+				}
+			}
 			for _, b := range []byte(tc.gen) {
 				d := p.Add(int32(b))
 				if !utf8.ValidString(d.Content) || !utf8.ValidString(d.Reasoning) {
@@ -61,6 +96,7 @@ func TestProcessor(t *testing.T) {
 				}
 				content += d.Content
 				reasoning += d.Reasoning
+				tools(d.Tools)
 				if p.Stopped() {
 					break
 				}
@@ -68,6 +104,7 @@ func TestProcessor(t *testing.T) {
 			d := p.Finish()
 			content += d.Content
 			reasoning += d.Reasoning
+			tools(d.Tools)
 			if content != tc.content || reasoning != tc.reasoning || p.Stopped() != (tc.stop != "") || p.StopString() != tc.stop {
 				t.Fatalf("content %q reasoning %q stop %q\nwant    %q           %q         %q", content, reasoning, p.StopString(), tc.content, tc.reasoning, tc.stop)
 			}
@@ -75,11 +112,71 @@ func TestProcessor(t *testing.T) {
 			if ok != (tc.calls != nil) || len(calls) != len(tc.calls) {
 				t.Fatalf("tool calls %+v (ok %v), want %+v", calls, ok, tc.calls)
 			}
+			if len(streamed) != len(calls) {
+				t.Fatalf("%d calls streamed, %d final", len(streamed), len(calls))
+			}
 			for i := range calls {
-				if calls[i] != tc.calls[i] {
-					t.Fatalf("call %d: %+v, want %+v", i, calls[i], tc.calls[i])
+				if len(calls[i].ID) != 24 || streamed[i].ID != calls[i].ID {
+					t.Fatalf("call %d id %q, streamed as %q", i, calls[i].ID, streamed[i].ID)
+				}
+				want := tc.calls[i]
+				want.ID = calls[i].ID
+				if calls[i] != want {
+					t.Fatalf("call %d: %+v, want %+v", i, calls[i], want)
+				}
+				// The deltas join to the final arguments exactly, one token
+				// (here one byte) of them at a time.
+				if streamed[i] != (ToolCall{ID: want.ID, Name: want.Name, Arguments: want.Arguments}) {
+					t.Fatalf("call %d streamed as %+v, final %+v", i, streamed[i], want)
+				}
+				nameFirst := strings.Index(tc.gen, `"name"`) < strings.Index(tc.gen, `"arguments"`) || strings.Contains(tc.gen, `"parameters"`)
+				if nameFirst && len(want.Arguments) > 4 && pieces[i] < 2 {
+					t.Fatalf("call %d: arguments came in %d pieces", i, pieces[i])
 				}
 			}
 		})
 	}
+}
+
+// FuzzToolCalls: whatever the model generates, the processor neither
+// panics nor streams tool-call pieces that disagree with the final calls.
+func FuzzToolCalls(f *testing.F) {
+	for _, s := range []string{
+		`<tool_call>{"name": "f", "arguments": {"a": "b\"c"}}</tool_call>`,
+		`<tool_call>{"name": "f", "arguments": "{\"a\": \"\ud83c\udf89\"}"}</tool_call>`,
+		`{"name": "a", "parameters": {"x": [1, {"y": null}]}}; {"name": "b"}`,
+		`<tool_call>{"arguments": 5, "name": "n"}</tool_call><tool_call>{"name"`,
+		`text <tool_call>{"name": "f", "arguments": {"s": "\u00`,
+	} {
+		f.Add(s)
+	}
+	tok := byteTok(f)
+	f.Fuzz(func(t *testing.T, gen string) {
+		p := New(tok, Options{Tools: true})
+		var streamed []ToolCall
+		add := func(ds []ToolDelta) {
+			for _, td := range ds {
+				if td.ID != "" {
+					streamed = append(streamed, ToolCall{ID: td.ID, Name: td.Name})
+				}
+				if td.Index >= len(streamed) {
+					t.Fatalf("delta %+v before its announcement", td)
+				}
+				streamed[td.Index].Arguments += td.Arguments
+			}
+		}
+		for _, b := range []byte(gen) {
+			add(p.Add(int32(b)).Tools)
+		}
+		add(p.Finish().Tools)
+		calls, _ := p.ToolCalls()
+		if len(calls) != len(streamed) {
+			t.Fatalf("%d calls, %d streamed", len(calls), len(streamed))
+		}
+		for i, c := range calls {
+			if (ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments}) != streamed[i] {
+				t.Fatalf("call %+v streamed as %+v", c, streamed[i])
+			}
+		}
+	})
 }

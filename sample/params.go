@@ -40,6 +40,10 @@ type Params struct {
 	HasSeed bool
 }
 
+// MaxTopK is the largest TopK: requests carry it between actors as an
+// int32, so a larger value would wrap rather than mean "every token".
+const MaxTopK = math.MaxInt32
+
 // Validate reports every out-of-range field in p. Each error names the
 // offending field. The returned error is nil when p is usable as is.
 func (p Params) Validate() error {
@@ -58,8 +62,8 @@ func (p Params) Validate() error {
 	case t < 0:
 		bad("Temperature", t, ">= 0")
 	}
-	if p.TopK < 0 {
-		errs = append(errs, fmt.Errorf("sample: TopK must be >= 0, got %d", p.TopK))
+	if p.TopK < 0 || p.TopK > MaxTopK {
+		errs = append(errs, fmt.Errorf("sample: TopK must be in [0, %d], got %d", MaxTopK, p.TopK))
 	}
 	if v := p.TopP; !finite(v) || v < 0 || v > 1 {
 		bad("TopP", v, "in [0, 1]")

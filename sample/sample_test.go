@@ -523,6 +523,8 @@ func TestValidate(t *testing.T) {
 		{"nan temperature", Params{Temperature: nan}, "Temperature"},
 		{"inf temperature", Params{Temperature: float32(math.Inf(1))}, "Temperature"},
 		{"negative top-k", Params{TopK: -1}, "TopK"},
+		{"top-k past int32", Params{TopK: MaxTopK + 2}, "TopK"},
+		{"top-k at int32 max", Params{TopK: MaxTopK}, ""},
 		{"top-p above one", Params{TopP: 1.01}, "TopP"},
 		{"top-p negative", Params{TopP: -0.1}, "TopP"},
 		{"top-p nan", Params{TopP: nan}, "TopP"},

@@ -136,8 +136,12 @@ func toolInput(args string) json.RawMessage {
 	return json.RawMessage("{}")
 }
 
-func toolUseBlock(call output.ToolCall, input any) fiber.Map {
-	return fiber.Map{"type": "tool_use", "id": "toolu_" + rand.Text(), "name": call.Name, "input": input}
+// toolUseID is a tool call's id in Anthropic's shape: toolu_ and 24
+// random base62 characters, the same in the stream and the message.
+func toolUseID(id string) string { return "toolu_" + id }
+
+func toolUseBlock(id, name string, input any) fiber.Map {
+	return fiber.Map{"type": "tool_use", "id": toolUseID(id), "name": name, "input": input}
 }
 
 func (a *API) envelope(id string, content []fiber.Map) fiber.Map {
@@ -157,7 +161,7 @@ func (a *API) message(id string, t *turn.Turn) fiber.Map {
 		content = append(content, fiber.Map{"type": "text", "text": t.Content.String()})
 	}
 	for _, call := range t.Calls {
-		content = append(content, toolUseBlock(call, toolInput(call.Arguments)))
+		content = append(content, toolUseBlock(call.ID, call.Name, toolInput(call.Arguments)))
 	}
 	m := a.envelope(id, content)
 	m["stop_reason"], m["stop_sequence"] = stopReason(t)
@@ -180,6 +184,12 @@ type streamer struct {
 	open    string // the open block's type ("" when none)
 	thought strings.Builder
 	texts   bool // a text block was opened
+	// The open tool_use block's arguments so far; they stream as
+	// input_json_delta once they are seen to be an object (the input of a
+	// tool_use is one), else they are sent whole, as toolInput, at its end.
+	args           strings.Builder
+	argsDecided    bool
+	argsStreamable bool
 }
 
 func (s *streamer) event(name string, v fiber.Map) bool {
@@ -220,7 +230,44 @@ func (s *streamer) emit(d output.Delta, _ *actors.TokenEvent) bool {
 			return false
 		}
 	}
+	for _, td := range d.Tools {
+		if td.ID != "" && !s.openToolUse(td) {
+			return false
+		}
+		if td.Arguments != "" && !s.toolArgs(td.Arguments) {
+			return false
+		}
+	}
 	return true
+}
+
+// openToolUse starts a tool_use block for a call as it is announced: its
+// id and name, an empty input.
+func (s *streamer) openToolUse(td output.ToolDelta) bool {
+	if !s.closeBlock() {
+		return false
+	}
+	s.open = "tool_use"
+	s.args.Reset()
+	s.argsDecided, s.argsStreamable = false, false
+	return s.event("content_block_start", fiber.Map{"index": s.index, "content_block": toolUseBlock(td.ID, td.Name, fiber.Map{})})
+}
+
+// toolArgs sends a piece of the open tool_use block's arguments.
+func (s *streamer) toolArgs(piece string) bool {
+	s.args.WriteString(piece)
+	if !s.argsDecided {
+		text := strings.TrimLeft(s.args.String(), " \t\r\n")
+		if text == "" {
+			return true
+		}
+		s.argsDecided, s.argsStreamable = true, text[0] == '{'
+		piece = s.args.String()
+	}
+	if !s.argsStreamable {
+		return true
+	}
+	return s.delta(fiber.Map{"type": "input_json_delta", "partial_json": piece})
 }
 
 func (s *streamer) ping() bool {
@@ -261,6 +308,10 @@ func (s *streamer) closeBlock() bool {
 	if s.open == "thinking" && !s.delta(fiber.Map{"type": "signature_delta", "signature": signature(s.thought.String())}) {
 		return false
 	}
+	if s.open == "tool_use" && !s.argsStreamable &&
+		!s.delta(fiber.Map{"type": "input_json_delta", "partial_json": string(toolInput(s.args.String()))}) {
+		return false
+	}
 	ok := s.event("content_block_stop", fiber.Map{"index": s.index})
 	s.open = ""
 	s.index++
@@ -268,9 +319,9 @@ func (s *streamer) closeBlock() bool {
 }
 
 // finish closes the stream after the generation ended: an error event, or
-// the last blocks (an empty text block when there was no text nor tool
-// call, as in the non-streamed message; then the tool calls), the stop
-// reason and the final usage.
+// the last block (an empty text block when there was no text nor tool
+// call, as in the non-streamed message), the stop reason and the final
+// usage.
 func (s *streamer) finish() {
 	t := s.t
 	if t.Err != "" {
@@ -283,17 +334,8 @@ func (s *streamer) finish() {
 	if !s.texts && t.Calls == nil && !s.openBlock("text") {
 		return
 	}
-	if !s.closeBlock() {
+	if !s.closeBlock() { // the tool_use blocks streamed as they were generated
 		return
-	}
-	for _, call := range t.Calls {
-		input := toolInput(call.Arguments)
-		if !s.event("content_block_start", fiber.Map{"index": s.index, "content_block": toolUseBlock(call, fiber.Map{})}) ||
-			!s.delta(fiber.Map{"type": "input_json_delta", "partial_json": string(input)}) ||
-			!s.event("content_block_stop", fiber.Map{"index": s.index}) {
-			return
-		}
-		s.index++
 	}
 	reason, seq := stopReason(t)
 	if !s.event("message_delta", fiber.Map{"delta": fiber.Map{"stop_reason": reason, "stop_sequence": seq}, "usage": usage(t)}) ||

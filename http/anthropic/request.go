@@ -65,6 +65,9 @@ func toRequest(req *messagesRequest, requireMax bool) (*chat.Request, error) {
 	if err := sampling(req, r); err != nil {
 		return nil, err
 	}
+	if err := metadata(req.Metadata); err != nil {
+		return nil, err
+	}
 	for _, s := range req.StopSequences {
 		if s != "" {
 			r.Stop = append(r.Stop, s)
@@ -115,6 +118,21 @@ func toRequest(req *messagesRequest, requireMax bool) (*chat.Request, error) {
 	return r, nil
 }
 
+// metadata checks the metadata field's shape ({"user_id": string}); its
+// content changes nothing here.
+func metadata(raw json.RawMessage) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var m struct {
+		UserID *string `json:"user_id"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return bad("metadata", "must be an object like {\"user_id\": \"...\"}")
+	}
+	return nil
+}
+
 // sampling validates Anthropic's sampling fields (temperature is 0..1
 // there) into r.
 func sampling(req *messagesRequest, r *chat.Request) error {
@@ -125,10 +143,10 @@ func sampling(req *messagesRequest, r *chat.Request) error {
 	if err := apierr.Number("top_p", req.TopP, 0, 1, &p.TopP); err != nil {
 		return err
 	}
+	if req.TopK != nil && (*req.TopK < 0 || *req.TopK > apierr.MaxTopK) {
+		return bad("top_k", "must be between 0 and %d, got %d", apierr.MaxTopK, *req.TopK)
+	}
 	if req.TopK != nil {
-		if *req.TopK < 0 {
-			return bad("top_k", "must be >= 0, got %d", *req.TopK)
-		}
 		p.TopK = *req.TopK
 	}
 	if err := p.Validate(); err != nil {
@@ -289,7 +307,9 @@ func blockType(b any, at string) (*templates.Dict, string, error) {
 
 func unsupported(at, typ, role string) error {
 	switch typ {
-	case "image", "document", "search_result", "container_upload":
+	case "image":
+		return bad(at, "content block type %q: %v", typ, chat.ErrImageInput)
+	case "document", "search_result", "container_upload":
 		return bad(at, "content block type %q is not supported: this server serves a text-only model", typ)
 	case "text", "tool_use", "tool_result", "thinking", "redacted_thinking":
 		return bad(at, "content block type %q is not allowed in a %s message", typ, role)

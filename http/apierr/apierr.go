@@ -78,6 +78,7 @@ func Describe(err error, p Params) (status int, param, msg string) {
 		ov  *actors.Overloaded
 		to  *actors.TimedOut
 		big *actors.TooLarge
+		cp  *chat.ContentParam
 	)
 	switch {
 	case errors.As(err, &un):
@@ -102,6 +103,8 @@ func Describe(err error, p Params) (status int, param, msg string) {
 			msg += " (template line " + strconv.Itoa(te.Line) + ")"
 		}
 		return fiber.StatusBadRequest, p.Prompt, msg
+	case errors.As(err, &cp):
+		return fiber.StatusBadRequest, cp.Param, err.Error()
 	case errors.As(err, &br), errors.Is(err, chat.ErrNoTemplate):
 		return fiber.StatusBadRequest, p.Prompt, err.Error()
 	}
@@ -203,6 +206,23 @@ func Number(name string, v *float64, lo, hi float64, dst *float32) error {
 		return Bad(name, "%s must be between %g and %g, got %g", name, lo, hi, *v)
 	}
 	*dst = float32(*v)
+	return nil
+}
+
+// MaxTopK bounds top_k: the engine carries it as an int32, and no
+// vocabulary comes near it (a larger top_k would keep every token anyway).
+const MaxTopK = math.MaxInt32
+
+// TopK checks an optional top_k against [-1, MaxTopK] before it is
+// narrowed anywhere; -1 (vLLM's spelling) and 0 keep every token.
+func TopK(v *int, dst *int) error {
+	if v == nil {
+		return nil
+	}
+	if *v < -1 || *v > MaxTopK {
+		return Bad("top_k", "top_k must be between -1 and %d (-1 and 0 keep every token), got %d", MaxTopK, *v)
+	}
+	*dst = max(*v, 0)
 	return nil
 }
 

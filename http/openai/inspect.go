@@ -171,26 +171,30 @@ func (a *API) Detokenize(c *fiber.Ctx) error {
 	}
 	defer release()
 	var req struct {
-		Tokens []int32 `json:"tokens"`
+		Tokens *[]int32 `json:"tokens"`
 	}
 	if err := apierr.Decode(c.Body(), &req); err != nil {
 		return a.fail(c, err)
 	}
+	if req.Tokens == nil {
+		return a.fail(c, bad("tokens", "tokens is required: an array of token ids"))
+	}
+	tokens := *req.Tokens
 	limits := a.rt.InspectLimits()
-	if len(req.Tokens) > limits.MaxInput {
-		return a.failOn(c, &actors.TooLarge{What: "tokens", Size: len(req.Tokens), Limit: limits.MaxInput, Unit: "tokens"}, "tokens")
+	if len(tokens) > limits.MaxInput {
+		return a.failOn(c, &actors.TooLarge{What: "tokens", Size: len(tokens), Limit: limits.MaxInput, Unit: "tokens"}, "tokens")
 	}
 	p, err := turn.PrepareAdmitted(a.rt, &chat.Request{PromptIDs: []int32{0}})
 	if err != nil {
 		return a.fail(c, err)
 	}
 	vocab := p.Assets.Tokenizer.VocabSize()
-	for i, id := range req.Tokens {
+	for i, id := range tokens {
 		if id < 0 || int(id) >= vocab {
 			return a.fail(c, bad(fmt.Sprintf("tokens[%d]", i), "token %d is outside the vocabulary of %d", id, vocab))
 		}
 	}
-	text := p.Assets.Tokenizer.Decode(req.Tokens, false)
+	text := p.Assets.Tokenizer.Decode(tokens, false)
 	if len(text) > limits.MaxOutput {
 		return a.fail(c, tooLargeAnswer("tokens", len(text), limits.MaxOutput))
 	}

@@ -5,7 +5,6 @@ package openai
 
 import (
 	"bufio"
-	"fmt"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -132,10 +131,21 @@ func (a *API) run(c *fiber.Ctx, r *chat.Request, stream, includeUsage, isChat bo
 		if isChat && !write(a.chunk(id, created, fiber.Map{"role": "assistant", "content": ""}, nil, nil)) {
 			return
 		}
+		// Tool calls stream as they are generated, one chunk per piece.
+		writeTools := func(tds []output.ToolDelta) bool {
+			for _, td := range tds {
+				for _, c := range toolCallChunks(td) {
+					if !write(a.chunk(id, created, fiber.Map{"tool_calls": []fiber.Map{c}}, nil, nil)) {
+						return false
+					}
+				}
+			}
+			return true
+		}
 		emit := func(d output.Delta, tok *actors.TokenEvent) bool {
 			entry := lp(tok)
 			if d.Content == "" && d.Reasoning == "" {
-				return true
+				return writeTools(d.Tools)
 			}
 			if !isChat {
 				choice := fiber.Map{"index": 0, "text": d.Content, "logprobs": nil, "finish_reason": nil}
@@ -152,7 +162,7 @@ func (a *API) run(c *fiber.Ctx, r *chat.Request, stream, includeUsage, isChat bo
 			if entry != nil {
 				lps = fiber.Map{"content": []fiber.Map{entry}}
 			}
-			return write(a.chunk(id, created, delta, nil, lps))
+			return write(a.chunk(id, created, delta, nil, lps)) && writeTools(d.Tools)
 		}
 		ping := func() bool {
 			_, err := w.WriteString(": keep-alive\n\n")
@@ -189,11 +199,30 @@ func (a *API) usage(t *turn.Turn) fiber.Map {
 		"total_tokens": t.PromptTokens + t.Tokens, "prompt_tokens_details": fiber.Map{"cached_tokens": t.CachedTokens}}
 }
 
+// callID is a tool call's id in OpenAI's shape: call_ and 24 random
+// base62 characters, the same in the stream and the final object.
+func callID(id string) string { return "call_" + id }
+
 func toolCalls(calls []output.ToolCall) []fiber.Map {
 	out := make([]fiber.Map, len(calls))
 	for i, c := range calls {
-		out[i] = fiber.Map{"id": fmt.Sprintf("call_%d", i), "type": "function", "index": i,
+		out[i] = fiber.Map{"id": callID(c.ID), "type": "function", "index": i,
 			"function": fiber.Map{"name": c.Name, "arguments": c.Arguments}}
+	}
+	return out
+}
+
+// toolCallChunks are the delta.tool_calls entries of one tool-call piece,
+// as OpenAI streams them: a call's first entry has its id, type and name
+// with empty arguments, the next ones pieces of the arguments.
+func toolCallChunks(td output.ToolDelta) []fiber.Map {
+	var out []fiber.Map
+	if td.ID != "" {
+		out = append(out, fiber.Map{"index": td.Index, "id": callID(td.ID), "type": "function",
+			"function": fiber.Map{"name": td.Name, "arguments": ""}})
+	}
+	if td.Arguments != "" {
+		out = append(out, fiber.Map{"index": td.Index, "function": fiber.Map{"arguments": td.Arguments}})
 	}
 	return out
 }
@@ -252,11 +281,7 @@ func (a *API) finishStream(w *bufio.Writer, id string, created int64, t *turn.Tu
 	if t.Err != "" {
 		turn.WriteEvent(w, "", fiber.Map{"error": fiber.Map{"message": t.Err, "type": "invalid_request_error", "param": nil, "code": nil}})
 	} else if isChat {
-		delta := fiber.Map{}
-		if t.Calls != nil {
-			delta["tool_calls"] = toolCalls(t.Calls)
-		}
-		last := a.chunk(id, created, delta, t.Finish, nil)
+		last := a.chunk(id, created, fiber.Map{}, t.Finish, nil)
 		if includeUsage {
 			last["usage"] = nil
 		}

@@ -88,11 +88,11 @@ func (c *common) sampling(r *chat.Request, defaultMax int) error {
 			return err
 		}
 	}
-	if c.TopK != nil {
-		if *c.TopK < 0 {
-			return bad("top_k", "top_k must be >= 0, got %d", *c.TopK)
-		}
-		p.TopK = *c.TopK
+	if c.RepetitionPenalty != nil && *c.RepetitionPenalty <= 0 {
+		return bad("repetition_penalty", "repetition_penalty must be > 0 (1 is no penalty), got %g", *c.RepetitionPenalty)
+	}
+	if err := apierr.TopK(c.TopK, &p.TopK); err != nil {
+		return err
 	}
 	if c.Seed != nil {
 		p.Seed, p.HasSeed = uint64(*c.Seed), true
@@ -176,7 +176,15 @@ func chatFromRequest(req *chatRequest) (*chat.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(tools) > 0 && !toolChoiceNone(req.ToolChoice) {
+	names, err := validateTools(tools)
+	if err != nil {
+		return nil, err
+	}
+	none, err := toolChoice(req.ToolChoice, names)
+	if err != nil {
+		return nil, err
+	}
+	if len(tools) > 0 && !none {
 		r.Tools = tools
 	}
 	if len(req.ChatTemplateKwargs) > 0 && string(req.ChatTemplateKwargs) != "null" {
@@ -204,11 +212,6 @@ func chatFromRequest(req *chatRequest) (*chat.Request, error) {
 	return r, nil
 }
 
-func toolChoiceNone(raw json.RawMessage) bool {
-	var s string
-	return json.Unmarshal(raw, &s) == nil && s == "none"
-}
-
 // normalizeMessage checks a message and reshapes it the way templates
 // expect: text parts joined into one string, tool-call arguments parsed from
 // their JSON string into an object.
@@ -228,7 +231,6 @@ func normalizeMessage(d *templates.Dict, i int) error {
 		}
 	case []any:
 		var texts []string
-		allText := true
 		for j, p := range c {
 			pd, ok := p.(*templates.Dict)
 			if !ok {
@@ -236,8 +238,12 @@ func normalizeMessage(d *templates.Dict, i int) error {
 			}
 			t, _ := pd.Get("type")
 			if t != "text" {
-				allText = false
-				continue
+				pat := fmt.Sprintf("%s[%d]", at("content"), j)
+				ts, _ := t.(string)
+				if strings.Contains(ts, "image") {
+					return bad(pat, "%s: %v", pat, chat.ErrImageInput)
+				}
+				return bad(pat+".type", "%s.type %s is not supported: this server serves a text-only model; send text parts only", pat, show(t))
 			}
 			txt, ok := pd.Get("text")
 			s, isStr := txt.(string)
@@ -246,33 +252,46 @@ func normalizeMessage(d *templates.Dict, i int) error {
 			}
 			texts = append(texts, s)
 		}
-		if allText {
-			d.Set("content", strings.Join(texts, "\n"))
-		}
+		d.Set("content", strings.Join(texts, "\n"))
 	default:
 		return bad(at("content"), "%s must be a string or an array of content parts", at("content"))
+	}
+	if id, ok := d.Get("tool_call_id"); ok && id != nil {
+		if _, isStr := id.(string); !isStr {
+			return bad(at("tool_call_id"), "%s must be a string", at("tool_call_id"))
+		}
 	}
 	if calls, _ := d.Get("tool_calls"); calls != nil {
 		list, ok := calls.([]any)
 		if !ok {
 			return bad(at("tool_calls"), "%s must be an array", at("tool_calls"))
 		}
-		for _, c := range list {
+		if rs != "assistant" {
+			return bad(at("tool_calls"), "%s: only assistant messages carry tool calls", at("tool_calls"))
+		}
+		for k, c := range list {
+			cat := fmt.Sprintf("%s[%d]", at("tool_calls"), k)
 			cd, ok := c.(*templates.Dict)
 			if !ok {
-				return bad(at("tool_calls"), "%s entries must be objects", at("tool_calls"))
+				return bad(cat, "%s must be an object", cat)
+			}
+			if id, ok := cd.Get("id"); ok {
+				if _, isStr := id.(string); !isStr {
+					return bad(cat+".id", "%s.id must be a string", cat)
+				}
 			}
 			fn, _ := cd.Get("function")
 			fd, ok := fn.(*templates.Dict)
 			if !ok {
-				continue
+				return bad(cat+".function", "%s.function must be an object with a name and arguments", cat)
 			}
-			if args, ok := fd.Get("arguments"); ok {
-				if s, isStr := args.(string); isStr {
-					if parsed, err := templates.DecodeJSON([]byte(s)); err == nil {
-						fd.Set("arguments", parsed)
-					}
-				}
+			if name, _ := fd.Get("name"); !isNonEmptyString(name) {
+				return bad(cat+".function.name", "%s.function.name must be a non-empty string", cat)
+			}
+			switch args, _ := fd.Get("arguments"); args.(type) {
+			case nil, string, *templates.Dict:
+			default:
+				return bad(cat+".function.arguments", "%s.function.arguments must be a JSON string", cat)
 			}
 		}
 	}
@@ -317,4 +336,85 @@ func completionFromRequest(req *completionRequest) (*chat.Request, error) {
 		return nil, bad("prompt", "prompt must not be empty")
 	}
 	return r, nil
+}
+
+func isNonEmptyString(v any) bool {
+	s, ok := v.(string)
+	return ok && s != ""
+}
+
+// show is a JSON value for an error message.
+func show(v any) string {
+	if s, ok := v.(string); ok {
+		return fmt.Sprintf("%q", s)
+	}
+	if v == nil {
+		return "null"
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+// validateTools checks OpenAI function tools: objects of type "function"
+// with a function object naming it.
+func validateTools(tools []any) (map[string]bool, error) {
+	names := map[string]bool{}
+	for i, t := range tools {
+		at := fmt.Sprintf("tools[%d]", i)
+		d, ok := t.(*templates.Dict)
+		if !ok {
+			return nil, bad(at, "%s must be an object like {\"type\": \"function\", \"function\": {\"name\": ...}}", at)
+		}
+		if typ, _ := d.Get("type"); typ != "function" {
+			return nil, bad(at+".type", "%s.type must be \"function\", got %s", at, show(typ))
+		}
+		fn, _ := d.Get("function")
+		fd, ok := fn.(*templates.Dict)
+		if !ok {
+			return nil, bad(at+".function", "%s.function must be an object", at)
+		}
+		name, _ := fd.Get("name")
+		if !isNonEmptyString(name) {
+			return nil, bad(at+".function.name", "%s.function.name must be a non-empty string", at)
+		}
+		if p, ok := fd.Get("parameters"); ok && p != nil {
+			if _, isObj := p.(*templates.Dict); !isObj {
+				return nil, bad(at+".function.parameters", "%s.function.parameters must be a JSON schema object", at)
+			}
+		}
+		names[name.(string)] = true
+	}
+	return names, nil
+}
+
+// toolChoice validates tool_choice ("none", "auto", "required" or
+// {"type": "function", "function": {"name": ...}} naming one of the tools)
+// and reports whether it is "none". "required" and a named function are
+// accepted but not enforced: the model decides whether it calls a tool.
+func toolChoice(raw json.RawMessage, names map[string]bool) (none bool, err error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return false, nil
+	}
+	var mode string
+	if json.Unmarshal(raw, &mode) == nil {
+		switch mode {
+		case "none":
+			return true, nil
+		case "auto", "required":
+			return false, nil
+		}
+		return false, bad("tool_choice", "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}; got %q", mode)
+	}
+	var named struct {
+		Type     string `json:"type"`
+		Function *struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(raw, &named); err != nil || named.Type != "function" || named.Function == nil || named.Function.Name == "" {
+		return false, bad("tool_choice", "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}")
+	}
+	if !names[named.Function.Name] {
+		return false, bad("tool_choice", "tool_choice names the function %q, which is not among the tools", named.Function.Name)
+	}
+	return false, nil
 }

@@ -447,6 +447,8 @@ func messageText(d *templates.Dict, at string) (string, error) {
 				txt, _ := pd.Get("refusal")
 				s, _ := txt.(string)
 				texts = append(texts, s)
+			case "input_image":
+				return "", bad(pat, "%s: %v", pat, chat.ErrImageInput)
 			default:
 				return "", bad(pat+".type", "%s.type %v is not supported; this server takes text parts only", pat, t)
 			}

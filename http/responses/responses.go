@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -381,11 +382,17 @@ func (b *builder) ids() {
 	if b.msgID == "" {
 		b.msgID = newID("msg")
 	}
-	for len(b.callIDs) < len(b.t.Calls) {
-		b.callIDs = append(b.callIDs, newID("call"))
-		b.fcIDs = append(b.fcIDs, newID("fc"))
+	for i := len(b.callIDs); i < len(b.t.Calls); i++ {
+		b.callIDs = append(b.callIDs, callID(b.t.Calls[i].ID))
+		b.fcIDs = append(b.fcIDs, fcID(b.t.Calls[i].ID))
 	}
 }
+
+// callID and fcID are a tool call's call_id and item id: call_ and fc_
+// followed by the call's 24 random base62 characters, the same in the
+// stream, the final object and the stored conversation.
+func callID(id string) string { return "call_" + id }
+func fcID(id string) string   { return "fc_" + id }
 
 func (b *builder) reasoningItem(status string) fiber.Map {
 	content := []fiber.Map{}
@@ -411,11 +418,21 @@ func (b *builder) messageItem(status string) fiber.Map {
 }
 
 func (b *builder) callItem(i int, status string) fiber.Map {
-	args := ""
-	if status == "completed" {
-		args = b.t.Calls[i].Arguments
+	c := b.t.Calls[i]
+	return functionCall(c.ID, c.Name, c.Arguments, callStatus(c, status))
+}
+
+// callStatus is a finished call's item status: incomplete when it was cut
+// short.
+func callStatus(c output.ToolCall, status string) string {
+	if status == "completed" && !c.Complete {
+		return "incomplete"
 	}
-	return fiber.Map{"type": "function_call", "id": b.fcIDs[i], "call_id": b.callIDs[i], "name": b.t.Calls[i].Name,
+	return status
+}
+
+func functionCall(id, name, args, status string) fiber.Map {
+	return fiber.Map{"type": "function_call", "id": fcID(id), "call_id": callID(id), "name": name,
 		"arguments": args, "status": status}
 }
 
@@ -535,10 +552,26 @@ func (b *builder) stream(w *bufio.Writer, tr *translated) {
 		return
 	}
 	var items []fiber.Map // output so far, for output_index
-	open := ""            // "reasoning" or "message": the item receiving deltas
+	open := ""            // "reasoning", "message" or "call": the item receiving deltas
+	var call struct {     // the open function call
+		id, name string
+		args     strings.Builder
+		index    int // among the calls
+	}
 	closeOpen := func() bool {
 		idx := len(items) - 1
 		switch open {
+		case "call":
+			status := "completed"
+			if call.index < len(b.t.Calls) {
+				status = callStatus(b.t.Calls[call.index], status)
+			}
+			args := call.args.String()
+			item := functionCall(call.id, call.name, args, status)
+			items[idx] = item
+			open = ""
+			return write("response.function_call_arguments.done", fiber.Map{"item_id": fcID(call.id), "output_index": idx, "name": call.name, "arguments": args}) &&
+				write("response.output_item.done", fiber.Map{"output_index": idx, "item": item})
 		case "reasoning":
 			text := b.t.Reasoning.String()
 			item := b.reasoningItem("completed")
@@ -597,6 +630,28 @@ func (b *builder) stream(w *bufio.Writer, tr *translated) {
 				return false
 			}
 		}
+		// Function calls stream as they are generated: the item when the
+		// call's name is known, then its arguments piece by piece.
+		for _, td := range d.Tools {
+			if td.ID != "" {
+				if !closeOpen() {
+					return false
+				}
+				call.id, call.name, call.index = td.ID, td.Name, td.Index
+				call.args.Reset()
+				items = append(items, functionCall(td.ID, td.Name, "", "in_progress"))
+				open = "call"
+				if !write("response.output_item.added", fiber.Map{"output_index": len(items) - 1, "item": items[len(items)-1]}) {
+					return false
+				}
+			}
+			if td.Arguments != "" {
+				call.args.WriteString(td.Arguments)
+				if !write("response.function_call_arguments.delta", fiber.Map{"item_id": fcID(call.id), "output_index": len(items) - 1, "delta": td.Arguments}) {
+					return false
+				}
+			}
+		}
 		return true
 	}
 	ping := func() bool {
@@ -606,23 +661,13 @@ func (b *builder) stream(w *bufio.Writer, tr *translated) {
 	if !b.t.Run(emit, b.api.cfg.KeepAlive, ping) {
 		return
 	}
-	if b.t.Err == "" && b.hasMessage() && !openMessage() { // an empty answer still has its message
+	if b.t.Err == "" && b.hasMessage() && b.msgID == "" && !openMessage() { // an empty answer still has its message
 		return
 	}
 	if !closeOpen() {
 		return
 	}
 	b.ids()
-	for i, call := range b.t.Calls {
-		idx := len(items)
-		items = append(items, b.callItem(i, "completed"))
-		if !write("response.output_item.added", fiber.Map{"output_index": idx, "item": b.callItem(i, "in_progress")}) ||
-			!write("response.function_call_arguments.delta", fiber.Map{"item_id": b.fcIDs[i], "output_index": idx, "delta": call.Arguments}) ||
-			!write("response.function_call_arguments.done", fiber.Map{"item_id": b.fcIDs[i], "output_index": idx, "name": call.Name, "arguments": call.Arguments}) ||
-			!write("response.output_item.done", fiber.Map{"output_index": idx, "item": items[idx]}) {
-			return
-		}
-	}
 	status := b.finalStatus()
 	obj := b.object(status, items)
 	if status != "failed" {

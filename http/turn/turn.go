@@ -133,6 +133,7 @@ func (t *Turn) Absorb(ev *actors.TokenEvent) (d output.Delta, tok *actors.TokenE
 		f := t.proc.Finish()
 		d.Content += f.Content
 		d.Reasoning += f.Reasoning
+		d.Tools = append(d.Tools, f.Tools...)
 		if t.Finish == "" {
 			t.Finish = Stop
 			if ev.FinishReason == "length" {
@@ -140,12 +141,26 @@ func (t *Turn) Absorb(ev *actors.TokenEvent) (d output.Delta, tok *actors.TokenE
 			}
 		}
 		if calls, ok := t.proc.ToolCalls(); ok {
-			t.Calls, t.Finish = calls, ToolCalls
+			t.Calls = calls
+			if complete(calls) || t.Finish != Length {
+				t.Finish = ToolCalls
+			}
 		}
 	}
 	t.Content.WriteString(d.Content)
 	t.Reasoning.WriteString(d.Reasoning)
 	return d, tok
+}
+
+// complete reports whether every call was generated to its end (not cut
+// short by max tokens).
+func complete(calls []output.ToolCall) bool {
+	for _, c := range calls {
+		if !c.Complete {
+			return false
+		}
+	}
+	return true
 }
 
 // Emit receives each piece of final text (and the token event that
