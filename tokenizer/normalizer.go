@@ -106,6 +106,11 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 		Prepend     string            `json:"prepend"`
 		Left        *bool             `json:"strip_left"`
 		Right       *bool             `json:"strip_right"`
+		// BertNormalizer
+		CleanText     *bool `json:"clean_text"`
+		ChineseChars  *bool `json:"handle_chinese_chars"`
+		StripAccents  *bool `json:"strip_accents"`
+		LowercaseBert *bool `json:"lowercase"`
 	}
 	if err := json.Unmarshal(raw, &h); err != nil {
 		return nil, fmt.Errorf("normalizer: %w", err)
@@ -149,6 +154,14 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 		return stripAccents{}, nil
 	case "Prepend":
 		return prependNormalizer{prefix: h.Prepend}, nil
+	case "BertNormalizer":
+		on := func(b *bool) bool { return b == nil || *b } // the Rust defaults are all true
+		n := bertNormalizer{clean: on(h.CleanText), chinese: on(h.ChineseChars), lower: on(h.LowercaseBert)}
+		n.strip = n.lower // strip_accents null follows lowercase
+		if h.StripAccents != nil {
+			n.strip = *h.StripAccents
+		}
+		return n, nil
 	case "Replace":
 		m, err := h.Pattern.matcher()
 		if err != nil {
@@ -260,6 +273,80 @@ func (stripAccents) normalize(s string, al []span) (string, []span) {
 		i += w
 	}
 	return bl.result()
+}
+
+// bertNormalizer is the BertNormalizer: clean_text drops NUL, U+FFFD and
+// control characters (categories C*, except tab, LF and CR, which count as
+// whitespace) and turns whitespace into spaces; handle_chinese_chars puts a
+// space on each side of a CJK ideograph (both spaces take the ideograph's
+// span); strip_accents is NFD followed by dropping nonspacing marks;
+// lowercase lowercases. Each step aligns as the Rust one does.
+type bertNormalizer struct{ clean, chinese, strip, lower bool }
+
+func (n bertNormalizer) normalize(s string, al []span) (string, []span) {
+	if n.clean {
+		bl := newBuilder(len(s), al != nil)
+		for i := 0; i < len(s); {
+			r, w := utf8.DecodeRuneInString(s[i:])
+			switch {
+			case r == 0 || r == utf8.RuneError || isBertControl(r):
+			case r == '\t' || r == '\n' || r == '\r' || isWhiteSpace(r):
+				bl.add(" ", spanAt(al, i))
+			default:
+				bl.copyFrom(s, al, i, i+w)
+			}
+			i += w
+		}
+		s, al = bl.result()
+	}
+	if n.chinese {
+		bl := newBuilder(len(s)+8, al != nil)
+		for i := 0; i < len(s); {
+			r, w := utf8.DecodeRuneInString(s[i:])
+			if isChineseChar(r) {
+				sp := spanAt(al, i)
+				bl.add(" ", sp)
+				bl.copyFrom(s, al, i, i+w)
+				bl.add(" ", sp)
+			} else {
+				bl.copyFrom(s, al, i, i+w)
+			}
+			i += w
+		}
+		s, al = bl.result()
+	}
+	if n.strip {
+		s, al = unicodeNormalizer{form: norm.NFD}.normalize(s, al)
+		s, al = stripAccents{}.normalize(s, al)
+	}
+	if n.lower {
+		s, al = lowercaseNormalizer{}.normalize(s, al)
+	}
+	return s, al
+}
+
+// isBertControl is the Rust tokenizers' is_control: any "other" character
+// (Cc, Cf, Co, Cs or unassigned) except tab, LF and CR.
+func isBertControl(r rune) bool {
+	if r == '\t' || r == '\n' || r == '\r' {
+		return false
+	}
+	if unicode.In(r, unicode.Cc, unicode.Cf, unicode.Co, unicode.Cs) {
+		return true
+	}
+	return !unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Z)
+}
+
+// isChineseChar reports whether r is in a CJK Unified Ideographs block (the
+// ranges BERT's tokenizer pads).
+func isChineseChar(r rune) bool {
+	switch {
+	case r >= 0x4E00 && r <= 0x9FFF, r >= 0x3400 && r <= 0x4DBF, r >= 0x20000 && r <= 0x2A6DF,
+		r >= 0x2A700 && r <= 0x2B73F, r >= 0x2B740 && r <= 0x2B81F, r >= 0x2B920 && r <= 0x2CEAF,
+		r >= 0xF900 && r <= 0xFAFF, r >= 0x2F800 && r <= 0x2FA1F:
+		return true
+	}
+	return false
 }
 
 // unicodeNormalizer applies NFC, NFD, NFKC or NFKD as the Rust tokenizers

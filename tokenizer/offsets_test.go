@@ -33,6 +33,8 @@ var offsetNormalizers = map[string]string{
 	"Prepend":        `{"type":"Prepend","prepend":"▁"}`,
 	"StripAccents":   `{"type":"Sequence","normalizers":[{"type":"NFD"},{"type":"StripAccents"},{"type":"Lowercase"}]}`,
 	"SentencePiece":  `{"type":"Sequence","normalizers":[{"type":"Prepend","prepend":"▁"},{"type":"Replace","pattern":{"String":" "},"content":"▁"}]}`,
+	"Bert":           `{"type":"BertNormalizer","clean_text":true,"handle_chinese_chars":true,"strip_accents":null,"lowercase":true}`,
+	"BertCased":      `{"type":"BertNormalizer","clean_text":true,"handle_chinese_chars":false,"strip_accents":null,"lowercase":false}`,
 	"NFKC+Lowercase": `{"type":"Sequence","normalizers":[{"type":"NFKC"},{"type":"Lowercase"},{"type":"Strip","strip_left":false,"strip_right":true}]}`,
 }
 
@@ -104,6 +106,10 @@ func TestNormalizerOffsets(t *testing.T) {
 		{"prepend", "Prepend", "é", "▁é", [][2]int{{0, 2}, {0, 2}}},
 		{"nfd strip accents lowercase", "StripAccents", "Ệx", "ex", [][2]int{{0, 3}, {3, 4}}},
 		{"sentencepiece", "SentencePiece", "a b", "▁a▁b", [][2]int{{0, 1}, {0, 1}, {1, 2}, {2, 3}}},
+		// BertNormalizer: clean text, padded ideographs, accents, lowercase.
+		{"bert", "Bert", "Héllo\u00a0中文\x01\tX", "hello  中  文  x", [][2]int{{0, 1}, {1, 3}, {3, 4}, {4, 5}, {5, 6}, {6, 8},
+			{8, 11}, {8, 11}, {8, 11}, {11, 14}, {11, 14}, {11, 14}, {15, 16}, {16, 17}}},
+		{"bert cased keeps accents", "BertCased", "É\u200bx\ufffd\u0085y", "Éxy", [][2]int{{0, 2}, {5, 6}, {11, 12}}},
 		{"nfkc lowercase strip", "NFKC+Lowercase", "ＡﬁＩ  ", "afii", [][2]int{{0, 3}, {3, 6}, {3, 6}, {6, 9}}},
 	}
 	for _, tc := range tests {
@@ -157,7 +163,7 @@ var offsetAlphabet = []string{
 	"é", "Å", "\u212b", "ệ", "ǅ", "ﬁ", "ﬃ", "①", "Ａ", "İ", "Σ", "ς", "½", "™", "㍿",
 	"\u1100", "\u1161", "\u11a8", "각", "가",
 	"👨\u200d👩\u200d👧", "👍🏽", "❤\ufe0f", "🇫🇷", "😀",
-	"中", "ｶ", "ﾞ", "\u0915\u093c", "\u0958",
+	"中", "文", "\x01", "\u00a0", "\u2028", "\ufffd", "\x00", "ｶ", "ﾞ", "\u0915\u093c", "\u0958",
 }
 
 // inlineTokenizer is a tokenizer with the named normalizer over a
