@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/troupe-ai/troupe/internal/fixtures"
 )
 
 // Offsets follow the alignment rule of the Rust NormalizedString: each
@@ -321,4 +323,25 @@ func FuzzNormalizerOffsets(f *testing.F) {
 			checkOffsetProperties(t, name, tks[name], s)
 		}
 	})
+}
+
+// The offset properties hold on the HF reference offsets of the fixture
+// corpus too (so they describe HF's behaviour, not ours), and on ours.
+func TestOffsetPropertiesFixtures(t *testing.T) {
+	for _, fam := range families {
+		t.Run(fam, func(t *testing.T) {
+			recs := readRecords(t, fixtures.Path(t, "tokenizers", "expected", fam+".jsonl"))
+			tk := loadFamily(t, fam, true)
+			for _, r := range recs {
+				for _, add := range []bool{false, true} {
+					checkEncodeDecode(t, fam, tk, r.Text, add)
+				}
+				mask := make([]bool, len(r.OffsetsBytes))
+				for i, m := range r.SpecialTokensMask {
+					mask[i] = m == 1
+				}
+				checkOffsetOrder(t, fam+" (HF reference)", r.Text, r.OffsetsBytes, mask)
+			}
+		})
+	}
 }

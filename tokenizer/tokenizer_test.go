@@ -251,6 +251,7 @@ func checkEncodeDecode(t *testing.T, name string, tk *Tokenizer, s string, add b
 			t.Fatalf("%s: token %d offsets %v out of range for %q", name, i, o, s)
 		}
 	}
+	checkOffsetOrder(t, name, fixed, enc.Offsets, enc.SpecialMask)
 	if ids := tk.EncodeIDs(s, add); !reflect.DeepEqual(nz(ids), nz(enc.IDs)) {
 		t.Fatalf("%s: EncodeIDs %v != Encode %v for %q", name, ids, enc.IDs, s)
 	}
@@ -260,6 +261,32 @@ func checkEncodeDecode(t *testing.T, name string, tk *Tokenizer, s string, add b
 	}
 	if got := streamAll(tk, enc.IDs, false); got != dec {
 		t.Fatalf("%s: stream %q != decode %q", name, got, dec)
+	}
+}
+
+// checkOffsetOrder checks that the offsets of the tokens not added by the
+// post-processor never go back and that two of them share at most one
+// input character (a character split over byte-level tokens, or expanded
+// by the normalizer).
+func checkOffsetOrder(t *testing.T, name, text string, offs [][2]int, special []bool) {
+	t.Helper()
+	prev := -1
+	for i, o := range offs {
+		if special[i] {
+			continue
+		}
+		if prev >= 0 {
+			p := offs[prev]
+			if o[0] < p[0] || o[1] < p[1] {
+				t.Fatalf("%s: token %d offsets %v go back from %v in %q", name, i, o, p, text)
+			}
+			if o[0] < p[1] {
+				if _, w := utf8.DecodeRuneInString(text[o[0]:]); o[0]+w != p[1] {
+					t.Fatalf("%s: token %d offsets %v overlap %v by more than a character in %q", name, i, o, p, text)
+				}
+			}
+		}
+		prev = i
 	}
 }
 
