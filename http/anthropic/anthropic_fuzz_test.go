@@ -14,16 +14,20 @@ import (
 // never a panic. Seeds are in testdata/fuzz/FuzzMessages.
 func FuzzMessages(f *testing.F) {
 	chk := reqcheck.New(f)
-	f.Fuzz(func(t *testing.T, requireMax bool, body []byte) {
-		var req messagesRequest
-		err := apierr.Decode(body, &req)
-		var r *chat.Request
-		if err == nil {
-			r, err = toRequest(&req, requireMax)
+	f.Fuzz(func(t *testing.T, requireMax bool, input []byte) {
+		check := func(body []byte) {
+			var req messagesRequest
+			err := apierr.Decode(body, &req)
+			var r *chat.Request
+			if err == nil {
+				r, err = toRequest(&req, requireMax)
+			}
+			chk.Check(t, body, r, err, reqcheck.Limits{MaxTokens: maxTokensCap})
+			if err == nil && requireMax && req.MaxTokens == nil {
+				t.Fatalf("body %q: accepted without max_tokens", body)
+			}
 		}
-		chk.Check(t, body, r, err, reqcheck.Limits{MaxTokens: maxTokensCap})
-		if err == nil && requireMax && req.MaxTokens == nil {
-			t.Fatalf("body %q: accepted without max_tokens", body)
-		}
+		check(input)
+		check(reqcheck.Compose(input))
 	})
 }

@@ -10,7 +10,10 @@ import (
 
 // The translators' fuzz targets: any body either fails with a 4xx naming
 // the problem or becomes a well-formed chat.Request that prepares without
-// a server error; never a panic. Seeds are in testdata/fuzz/<FuzzName>.
+// a server error; never a panic. Each input is tried as the body itself and
+// as the choices of reqcheck.Compose (well-formed JSON built from the APIs'
+// field names), which reaches the field checks mutated raw bytes seldom
+// get to. Seeds are in testdata/fuzz/<FuzzName>.
 
 // parseChatBody is what ChatCompletions does with a body before the model
 // check (which needs a runtime): decode, then translate.
@@ -24,21 +27,29 @@ func parseChatBody(body []byte) (*chat.Request, error) {
 
 func FuzzChatCompletions(f *testing.F) {
 	chk := reqcheck.New(f)
-	f.Fuzz(func(t *testing.T, body []byte) {
-		r, err := parseChatBody(body)
-		chk.Check(t, body, r, err, reqcheck.Limits{MaxTokens: maxTokensCap, MaxStops: 4})
+	f.Fuzz(func(t *testing.T, input []byte) {
+		check := func(body []byte) {
+			r, err := parseChatBody(body)
+			chk.Check(t, body, r, err, reqcheck.Limits{MaxTokens: maxTokensCap, MaxStops: 4})
+		}
+		check(input)
+		check(reqcheck.Compose(input))
 	})
 }
 
 func FuzzCompletions(f *testing.F) {
 	chk := reqcheck.New(f)
-	f.Fuzz(func(t *testing.T, body []byte) {
-		var req completionRequest
-		err := apierr.Decode(body, &req)
-		var r *chat.Request
-		if err == nil {
-			r, err = completionFromRequest(&req)
+	f.Fuzz(func(t *testing.T, input []byte) {
+		check := func(body []byte) {
+			var req completionRequest
+			err := apierr.Decode(body, &req)
+			var r *chat.Request
+			if err == nil {
+				r, err = completionFromRequest(&req)
+			}
+			chk.Check(t, body, r, err, reqcheck.Limits{MaxTokens: maxTokensCap, MaxStops: 4})
 		}
-		chk.Check(t, body, r, err, reqcheck.Limits{MaxTokens: maxTokensCap, MaxStops: 4})
+		check(input)
+		check(reqcheck.Compose(input))
 	})
 }
