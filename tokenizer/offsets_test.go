@@ -9,6 +9,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/troupe-ai/troupe/internal/fixtures"
 )
 
@@ -79,6 +81,7 @@ func TestNormalizerOffsets(t *testing.T) {
 		// acute then takes the next source span, the ogonek's.
 		{"nfc reordered marks", "NFC", "a\u0301\u0328 x", "ą\u0301 x", [][2]int{{0, 1}, {3, 5}, {5, 6}, {6, 7}}},
 		{"nfc hangul jamo", "NFC", "\u1100\u1161\u11a8 x", "각 x", [][2]int{{0, 3}, {9, 10}, {10, 11}}},
+		{"nfc starter onto starter", "NFC", "\u0cc6\u0cd5x", "\u0cc7x", [][2]int{{0, 3}, {6, 7}}},
 		{"nfc leading mark", "NFC", "\u0301a", "\u0301a", [][2]int{{0, 2}, {2, 3}}},
 		{"nfc precomposed stays", "NFC", "Åx", "Åx", [][2]int{{0, 2}, {2, 3}}},
 		{"nfc angstrom sign", "NFC", "\u212bx", "Åx", [][2]int{{0, 3}, {3, 4}}},
@@ -161,7 +164,7 @@ func TestEncodeOffsetsAfterCombiningMarks(t *testing.T) {
 // characters Replace and Strip touch.
 var offsetAlphabet = []string{
 	"a", "e", "o", "A", "x", " ", "  ", "\t", "\n", "\u3000", "ß", "\u200b", "\u00ad", "▁",
-	"\u0301", "\u0300", "\u0302", "\u0308", "\u0323", "\u0328", "\u0327", "\u0345", "\u0344", "\u05b0", "\u0f71", "\u0f72",
+	"\u0301", "\u0300", "\u0302", "\u0308", "\u0323", "\u0328", "\u0327", "\u0345", "\u0344", "\u05b0", "\u0f71", "\u0f72", "\u0f73", "\u0f77", "\u1f80", "\u0313", "\u0345", "\u0cc6", "\u0cd5", "\u0b47", "\u0b3e",
 	"é", "Å", "\u212b", "ệ", "ǅ", "ﬁ", "ﬃ", "①", "Ａ", "İ", "Σ", "ς", "½", "™", "㍿",
 	"\u1100", "\u1161", "\u11a8", "각", "가",
 	"👨\u200d👩\u200d👧", "👍🏽", "❤\ufe0f", "🇫🇷", "😀",
@@ -300,6 +303,27 @@ func TestOffsetProperties(t *testing.T) {
 				checkOffsetProperties(t, name, tk, sb.String())
 			}
 		})
+	}
+}
+
+// Below 31 combining marks in a row, the Unicode normalizers produce the
+// text of golang.org/x/text (the alignment-tracking rebuild changes only
+// the spans).
+func TestUnicodeNormalizerText(t *testing.T) {
+	forms := map[string]norm.Form{"NFC": norm.NFC, "NFD": norm.NFD, "NFKC": norm.NFKC, "NFKD": norm.NFKD}
+	r := rand.New(rand.NewPCG(7, 9))
+	for range 2000 {
+		var sb strings.Builder
+		for range 1 + r.IntN(10) {
+			sb.WriteString(offsetAlphabet[r.IntN(len(offsetAlphabet))])
+		}
+		text := sb.String()
+		for name, f := range forms {
+			got, _ := unicodeNormalizer{form: f}.normalize(text, charSpans(text, 0))
+			if want := f.String(text); got != want {
+				t.Fatalf("%s(%+q) = %+q, want %+q", name, text, got, want)
+			}
+		}
 	}
 }
 
