@@ -228,7 +228,7 @@ func TestUnsupportedComponents(t *testing.T) {
 	}
 	tests := []struct{ name, js, want string }{
 		{"model", `{"model":{"type":"Unigram","vocab":[["a",0.0]]}}`, `unsupported model "Unigram"`},
-		{"normalizer", base("normalizer", `{"type":"BertNormalizer"}`), `unsupported normalizer "BertNormalizer"`},
+		{"normalizer", base("normalizer", `{"type":"Precompiled","precompiled_charsmap":""}`), `unsupported normalizer "Precompiled"`},
 		{"pre_tokenizer", base("pre_tokenizer", `{"type":"BertPreTokenizer"}`), `unsupported pre_tokenizer "BertPreTokenizer"`},
 		{"post_processor", base("post_processor", `{"type":"RobertaProcessing"}`), `unsupported post_processor "RobertaProcessing"`},
 		{"decoder", base("decoder", `{"type":"WordPiece"}`), `unsupported decoder "WordPiece"`},

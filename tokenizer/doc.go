@@ -13,12 +13,14 @@
 //     normalized ones. Matching is leftmost-longest (Aho-Corasick in Rust, a
 //     byte trie here) with the single_word / lstrip / rstrip rules.
 //  2. The normalizer (NFC, NFD, NFKC, NFKD, Lowercase, Strip, StripAccents,
-//     Prepend, Replace, Sequence) rewrites each remaining segment. When
-//     offsets are wanted every normalized byte carries the original span it
-//     came from, with the same alignment rules as the Rust NormalizedString
-//     (inserted characters take the previous character's span, a composed
-//     character the span of its starter, a replacement the span of the last
-//     byte it replaced).
+//     Prepend, Replace, BertNormalizer, Sequence) rewrites each remaining
+//     segment. When offsets are wanted every normalized byte carries the
+//     original span it came from, with the same alignment rules as the Rust
+//     NormalizedString (inserted characters take the previous character's
+//     span, a composed character the span of its starter, a replacement the
+//     span of the last byte it replaced, reordered combining marks the spans
+//     in source order). Unicode normalization follows the Rust crate, which
+//     never inserts U+034F into long runs of combining marks.
 //  3. The pre-tokenizer (Split, ByteLevel, Metaspace, Digits, Punctuation,
 //     Whitespace, WhitespaceSplit, Sequence) cuts segments into words.
 //  4. The BPE model merges each word (byte-level as in GPT-2, Llama 3, Qwen,

@@ -106,6 +106,11 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 		Prepend     string            `json:"prepend"`
 		Left        *bool             `json:"strip_left"`
 		Right       *bool             `json:"strip_right"`
+		// BertNormalizer
+		CleanText     *bool `json:"clean_text"`
+		ChineseChars  *bool `json:"handle_chinese_chars"`
+		StripAccents  *bool `json:"strip_accents"`
+		LowercaseBert *bool `json:"lowercase"`
 	}
 	if err := json.Unmarshal(raw, &h); err != nil {
 		return nil, fmt.Errorf("normalizer: %w", err)
@@ -149,6 +154,14 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 		return stripAccents{}, nil
 	case "Prepend":
 		return prependNormalizer{prefix: h.Prepend}, nil
+	case "BertNormalizer":
+		on := func(b *bool) bool { return b == nil || *b } // the Rust defaults are all true
+		n := bertNormalizer{clean: on(h.CleanText), chinese: on(h.ChineseChars), lower: on(h.LowercaseBert)}
+		n.strip = n.lower // strip_accents null follows lowercase
+		if h.StripAccents != nil {
+			n.strip = *h.StripAccents
+		}
+		return n, nil
 	case "Replace":
 		m, err := h.Pattern.matcher()
 		if err != nil {
@@ -262,120 +275,283 @@ func (stripAccents) normalize(s string, al []span) (string, []span) {
 	return bl.result()
 }
 
-// unicodeNormalizer applies NFC, NFD, NFKC or NFKD. Text already in the
-// form passes through untouched (the common case). Otherwise each
-// normalization segment that changes is rebuilt with the alignment the Rust
-// crate unicode-normalization-alignments produces: a decomposed character's
-// parts all take its span, and a composed character takes the span of the
-// starter it was composed onto (the absorbed marks' spans are dropped).
+// bertNormalizer is the BertNormalizer: clean_text drops NUL, U+FFFD and
+// control characters (categories C*, except tab, LF and CR, which count as
+// whitespace) and turns whitespace into spaces; handle_chinese_chars puts a
+// space on each side of a CJK ideograph (both spaces take the ideograph's
+// span); strip_accents is NFD followed by dropping nonspacing marks;
+// lowercase lowercases. Each step aligns as the Rust one does.
+type bertNormalizer struct{ clean, chinese, strip, lower bool }
+
+func (n bertNormalizer) normalize(s string, al []span) (string, []span) {
+	if n.clean {
+		bl := newBuilder(len(s), al != nil)
+		for i := 0; i < len(s); {
+			r, w := utf8.DecodeRuneInString(s[i:])
+			switch {
+			case r == 0 || r == utf8.RuneError || isBertControl(r):
+			case r == '\t' || r == '\n' || r == '\r' || isWhiteSpace(r):
+				bl.add(" ", spanAt(al, i))
+			default:
+				bl.copyFrom(s, al, i, i+w)
+			}
+			i += w
+		}
+		s, al = bl.result()
+	}
+	if n.chinese {
+		bl := newBuilder(len(s)+8, al != nil)
+		for i := 0; i < len(s); {
+			r, w := utf8.DecodeRuneInString(s[i:])
+			if isChineseChar(r) {
+				sp := spanAt(al, i)
+				bl.add(" ", sp)
+				bl.copyFrom(s, al, i, i+w)
+				bl.add(" ", sp)
+			} else {
+				bl.copyFrom(s, al, i, i+w)
+			}
+			i += w
+		}
+		s, al = bl.result()
+	}
+	if n.strip {
+		s, al = unicodeNormalizer{form: norm.NFD}.normalize(s, al)
+		s, al = stripAccents{}.normalize(s, al)
+	}
+	if n.lower {
+		s, al = lowercaseNormalizer{}.normalize(s, al)
+	}
+	return s, al
+}
+
+// isBertControl is the Rust tokenizers' is_control: any "other" character
+// (Cc, Cf, Co, Cs or unassigned) except tab, LF and CR.
+func isBertControl(r rune) bool {
+	if r == '\t' || r == '\n' || r == '\r' {
+		return false
+	}
+	if unicode.In(r, unicode.Cc, unicode.Cf, unicode.Co, unicode.Cs) {
+		return true
+	}
+	return !unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Z)
+}
+
+// isChineseChar reports whether r is in a CJK Unified Ideographs block (the
+// ranges BERT's tokenizer pads).
+func isChineseChar(r rune) bool {
+	switch {
+	case r >= 0x4E00 && r <= 0x9FFF, r >= 0x3400 && r <= 0x4DBF, r >= 0x20000 && r <= 0x2A6DF,
+		r >= 0x2A700 && r <= 0x2B73F, r >= 0x2B740 && r <= 0x2B81F, r >= 0x2B920 && r <= 0x2CEAF,
+		r >= 0xF900 && r <= 0xFAFF, r >= 0x2F800 && r <= 0x2FA1F:
+		return true
+	}
+	return false
+}
+
+// unicodeNormalizer applies NFC, NFD, NFKC or NFKD as the Rust tokenizers
+// do, through the crate unicode-normalization-alignments. Text already in
+// the form passes through untouched (the common case). Otherwise the text is
+// cut before every character that starts a normalization segment and cannot
+// combine with what precedes it; each chunk that is not yet normalized is
+// rebuilt by the crate's algorithm (see rebuild), which yields the text and,
+// when tracked, the alignment the Rust NormalizedString gives it.
+//
+// Unlike Form.String this never inserts U+034F after 30 combining marks
+// (the Stream-Safe Text Format): the Rust normalizer does not, and text with
+// long runs of marks ("Zalgo") must tokenize as it does there.
 type unicodeNormalizer struct{ form norm.Form }
 
 func (n unicodeNormalizer) normalize(s string, al []span) (string, []span) {
 	if n.form.IsNormalString(s) {
 		return s, al
 	}
-	if al == nil {
-		return n.form.String(s), nil
+	bl := newBuilder(len(s)+8, al != nil)
+	start := 0
+	flush := func(end int) {
+		if end > start {
+			chunk := s[start:end]
+			if n.form.IsNormalString(chunk) {
+				bl.copyFrom(s, al, start, end)
+			} else {
+				n.rebuild(bl, s, al, start, end)
+			}
+		}
+		start = end
 	}
-	bl := newBuilder(len(s)+8, true)
 	for i := 0; i < len(s); {
-		j := i + n.form.NextBoundaryInString(s[i:], true)
-		if j <= i {
-			j = len(s)
+		w := 1
+		if s[i] >= utf8.RuneSelf {
+			_, w = utf8.DecodeRuneInString(s[i:])
+			if i > start && n.form.PropertiesString(s[i:i+w]).BoundaryBefore() {
+				flush(i)
+			}
+		} else if i > start {
+			// ASCII starts a segment and combines with nothing before it.
+			flush(i)
 		}
-		seg := s[i:j]
-		out := n.form.String(seg)
-		if out == seg {
-			bl.copyFrom(s, al, i, j)
-		} else {
-			n.alignSegment(bl, seg, out, al[i:j])
-		}
-		i = j
+		i += w
 	}
+	flush(len(s))
 	return bl.result()
 }
 
-type srcRune struct {
-	r   rune
-	src int // byte offset of the source character in the segment
+// normRune is one character of the decomposed or recomposed text with its
+// "change" as the Rust crate reports it: 0 for a character that replaces the
+// next source character, 1 for an inserted one, -k for one that also absorbs
+// the k source characters after it.
+type normRune struct {
+	r      rune
+	ccc    uint8
+	change int
 }
 
-func (n unicodeNormalizer) alignSegment(bl *builder, seg, out string, al []span) {
+func cccOf(r rune) uint8 {
+	var buf [utf8.UTFMax]byte
+	return norm.NFD.Properties(utf8.AppendRune(buf[:0], r)).CCC()
+}
+
+// composePair returns the primary composite of a and b (Unicode canonical
+// composition of the pair), as the Rust crate's compose(a, b) does.
+func composePair(a, b rune) (rune, bool) {
+	pair := string(a) + string(b)
+	c := norm.NFC.String(pair)
+	r, w := utf8.DecodeRuneInString(c)
+	if w != len(c) || norm.NFD.String(c) != norm.NFD.String(string(a))+string(b) {
+		return 0, false
+	}
+	return r, true
+}
+
+// rebuild normalizes s[i:j], a run of whole normalization segments, the way
+// unicode-normalization-alignments does and, when al is non-nil, aligns the
+// result the way the Rust NormalizedString::transform does:
+//
+//   - decomposition: each character is fully decomposed; its first part has
+//     change 0, the others change 1; each run of non-starters is then stably
+//     sorted by canonical combining class, the changes moving with the
+//     characters;
+//   - composition (NFC, NFKC): a composite takes the starter's change plus
+//     the mark's, minus one;
+//   - alignment is positional: a character with change <= 0 takes the span
+//     of the next unconsumed source character and consumes it and -change
+//     more; one with change 1 takes the span of the byte before the next
+//     unconsumed source character (an empty span at the very start).
+//
+// So a decomposed character's parts all keep its span, a composite keeps
+// only its starter's span (the absorbed marks' spans are dropped), and when
+// marks are reordered their spans stay in source order.
+func (n unicodeNormalizer) rebuild(bl *builder, s string, al []span, i, j int) {
 	compat := n.form == norm.NFKC || n.form == norm.NFKD
-	compose := n.form == norm.NFC || n.form == norm.NFKC
 	dform := norm.NFD
 	if compat {
 		dform = norm.NFKD
 	}
-	var d []srcRune
-	for i := 0; i < len(seg); {
-		_, w := utf8.DecodeRuneInString(seg[i:])
-		for _, r := range dform.String(seg[i : i+w]) {
-			d = append(d, srcRune{r, i})
-		}
-		i += w
-	}
-	// Canonical ordering: stable sort of each run of non-starters by CCC.
-	ccc := func(r rune) uint8 { return norm.NFD.PropertiesString(string(r)).CCC() }
-	for a := 0; a < len(d); {
-		if ccc(d[a].r) == 0 {
-			a++
-			continue
-		}
-		b := a
-		for b < len(d) && ccc(d[b].r) != 0 {
-			b++
-		}
-		for x := a + 1; x < b; x++ {
-			for y := x; y > a && ccc(d[y-1].r) > ccc(d[y].r); y-- {
-				d[y-1], d[y] = d[y], d[y-1]
+	seg := s[i:j]
+	var d []normRune
+	sortFrom := 0 // start of the pending run of non-starters
+	sortPending := func() {
+		run := d[sortFrom:]
+		for x := 1; x < len(run); x++ {
+			for y := x; y > 0 && run[y-1].ccc > run[y].ccc; y-- {
+				run[y-1], run[y] = run[y], run[y-1]
 			}
 		}
-		a = b
 	}
-	res := d
-	if compose {
-		res = nil
-		starter := -1
-		last := -1 // CCC of the last character after the starter, -1 if none
-		for _, c := range d {
-			cc := int(ccc(c.r))
-			if starter >= 0 && (last == -1 || (last != 0 && last < cc)) {
-				pair := string(res[starter].r) + string(c.r)
-				if p := norm.NFC.String(pair); utf8.RuneCountInString(p) == 1 {
-					res[starter].r, _ = utf8.DecodeRuneInString(p)
-					continue
-				}
+	for k := 0; k < len(seg); {
+		_, w := utf8.DecodeRuneInString(seg[k:])
+		change := 0
+		for _, r := range dform.String(seg[k : k+w]) {
+			c := cccOf(r)
+			if c == 0 {
+				sortPending()
+				sortFrom = len(d) + 1
 			}
-			if cc == 0 {
-				starter = len(res)
-				last = -1
-			} else {
-				last = cc
-			}
-			res = append(res, c)
+			d = append(d, normRune{r, c, change})
+			change = 1
 		}
+		k += w
 	}
-	var got strings.Builder
-	for _, c := range res {
-		got.WriteRune(c.r)
+	sortPending()
+	out := d
+	if n.form == norm.NFC || n.form == norm.NFKC {
+		out = recompose(d)
 	}
-	if got.String() != out {
-		// Not reproduced (should not happen): align by position.
-		k := 0
-		srcs := make([]int, 0, len(seg))
-		for i := range seg {
-			if utf8.RuneStart(seg[i]) {
-				srcs = append(srcs, i)
-			}
-		}
-		for _, r := range out {
-			bl.addRune(r, al[srcs[min(k, len(srcs)-1)]])
-			k++
+	if al == nil {
+		for _, c := range out {
+			bl.addRune(c.r, span{})
 		}
 		return
 	}
-	for _, c := range res {
-		bl.addRune(c.r, al[c.src])
+	// Positional alignment over the source characters of the segment.
+	pos := i // byte offset in s of the next unconsumed source character
+	next := func() {
+		if pos < j {
+			_, w := utf8.DecodeRuneInString(s[pos:])
+			pos += w
+		}
 	}
+	for _, c := range out {
+		var sp span
+		if c.change > 0 {
+			if pos > 0 {
+				sp = al[pos-1]
+			}
+		} else {
+			sp = al[min(pos, j-1)]
+			next()
+			for range -c.change {
+				next()
+			}
+		}
+		bl.addRune(c.r, sp)
+	}
+}
+
+// recompose is the canonical composition of the crate's Recompositions
+// iterator over decomposed, canonically ordered characters.
+func recompose(d []normRune) []normRune {
+	out := make([]normRune, 0, len(d))
+	var buf []normRune
+	var comp normRune
+	hasComp := false
+	lastCCC := -1 // CCC of the last character left uncomposed after comp; -1 if none
+	for _, c := range d {
+		if !hasComp {
+			if c.ccc != 0 {
+				out = append(out, c)
+				continue
+			}
+			comp, hasComp = c, true
+			continue
+		}
+		if lastCCC >= 0 && lastCCC >= int(c.ccc) {
+			// c is blocked from comp.
+			if c.ccc == 0 {
+				out = append(out, comp)
+				out = append(out, buf...)
+				buf = buf[:0]
+				comp, lastCCC = c, -1
+				continue
+			}
+			buf = append(buf, c)
+			lastCCC = int(c.ccc)
+			continue
+		}
+		if r, ok := composePair(comp.r, c.r); ok {
+			comp = normRune{r: r, ccc: 0, change: comp.change + c.change - 1}
+			continue
+		}
+		if lastCCC < 0 && c.ccc == 0 {
+			out = append(out, comp)
+			comp = c
+			continue
+		}
+		buf = append(buf, c)
+		lastCCC = int(c.ccc)
+	}
+	if hasComp {
+		out = append(out, comp)
+	}
+	return append(out, buf...)
 }
