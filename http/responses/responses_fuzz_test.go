@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/troupe-ai/troupe/chat"
@@ -27,7 +28,12 @@ func FuzzResponses(f *testing.F) {
 			var r *chat.Request
 			var conv []any
 			if err == nil {
-				r, conv, err = translate(&req, prior)
+				var items []any
+				// No stored responses: every item_reference is unknown.
+				items, _, err = inputItems(req.Input, func(string) (json.RawMessage, bool) { return nil, false })
+				if err == nil {
+					r, conv, err = translate(&req, prior, items)
+				}
 			}
 			chk.Check(t, body, r, err, reqcheck.Limits{MaxTokens: maxOutputCap})
 			if err != nil {
