@@ -92,7 +92,7 @@ func (a *API) Completions(c *fiber.Ctx) error {
 }
 
 func (a *API) run(c *fiber.Ctx, r *chat.Request, stream, includeUsage, isChat bool) error {
-	t, err := turn.Start(a.rt, r, turn.Options{Reasoning: isChat, Arrival: turn.Arrival(c)})
+	t, err := turn.Start(a.rt, r, turn.Options{Reasoning: isChat, Arrival: turn.Arrival(c), Context: turn.Context(c)})
 	if err != nil {
 		return a.fail(c, err)
 	}
