@@ -215,6 +215,12 @@ func TestOutOfDescriptors(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(s.logs.String(), "accept failed; retrying") {
+		select {
+		case err := <-s.serve:
+			restore()
+			t.Fatalf("Serve ended on EMFILE: %v", err)
+		default:
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no accept failure with %d clients under a limit of %d:\n%s", len(clients), low.Cur, s.logs.String())
 		}
@@ -337,12 +343,9 @@ func TestStalledStream(t *testing.T) {
 func TestLongStreamOutlivesWriteTimeout(t *testing.T) {
 	s := serveT(t, troupehttp.Config{WriteTimeout: 100 * time.Millisecond}, nil)
 	start := time.Now()
-	resp, body := s.post(t, "/v1/chat/completions", `{"messages":[{"role":"user","content":"Go on"}],"max_tokens":600,"stream":true,"ignore_eos":true}`)
-	if d := time.Since(start); d < 150*time.Millisecond {
-		t.Skipf("the stream took %v, not longer than the write timeout", d)
-	}
+	resp, body := s.post(t, "/v1/chat/completions", `{"messages":[{"role":"user","content":"Go on"}],"max_tokens":2000,"stream":true,"ignore_eos":true}`)
 	if resp.StatusCode != 200 || !strings.HasSuffix(strings.TrimSpace(string(body)), "data: [DONE]") {
-		t.Fatalf("stream under a 100ms write timeout: %d ...%s", resp.StatusCode, tail(body))
+		t.Fatalf("a %v stream under a 100ms write timeout: %d ...%s", time.Since(start), resp.StatusCode, tail(body))
 	}
 }
 
