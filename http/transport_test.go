@@ -512,7 +512,7 @@ func TestShutdown(t *testing.T) {
 		check := map[string]func(r result) bool{
 			"/v1/chat/completions": func(r result) bool {
 				ev := sse(r.body)
-				return r.status == 200 && len(ev) >= 3 && ev[len(ev)-1] == "[DONE]" && strings.Contains(ev[len(ev)-2], `"error"`) &&
+				return r.status == 200 && len(ev) >= 3 && ev[len(ev)-1] == "[DONE]" && strings.Contains(ev[len(ev)-2], `"type":"server_error"`) &&
 					strings.Contains(ev[len(ev)-2], "shutting down")
 			},
 			"/v1/responses": func(r result) bool {

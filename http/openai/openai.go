@@ -242,7 +242,11 @@ func (a *API) chunk(id string, created int64, delta fiber.Map, finish any, logpr
 
 func (a *API) finishStream(w *bufio.Writer, id string, created int64, t *turn.Turn, isChat, includeUsage bool) {
 	if t.Err != "" {
-		turn.WriteEvent(w, "", fiber.Map{"error": fiber.Map{"message": t.Err, "type": "invalid_request_error", "param": nil, "code": nil}})
+		typ := "invalid_request_error"
+		if t.ErrStatus() >= 500 {
+			typ = "server_error" // the server's failure (shutting down, model not loaded)
+		}
+		turn.WriteEvent(w, "", fiber.Map{"error": fiber.Map{"message": t.Err, "type": typ, "param": nil, "code": nil}})
 	} else if isChat {
 		delta := fiber.Map{}
 		if t.Calls != nil {
