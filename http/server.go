@@ -157,7 +157,7 @@ func New(rt *troupe.Runtime, cfg Config) *Server {
 			return writeError(c, status, msg)
 		},
 	})
-	app.Use(s.count, s.recover)
+	app.Use(s.count, s.recoverPanic)
 	app.Get("/health", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	app.Get("/ready", s.ready)
 	metricsHandler := fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(rt.Metrics().Registry, promhttp.HandlerOpts{}))
@@ -202,9 +202,9 @@ func (s *Server) count(c *fiber.Ctx) error {
 	return err
 }
 
-// recover turns a handler's panic into a 500 in the route's error shape
+// recoverPanic turns a handler's panic into a 500 in the route's error shape
 // and a logged stack trace; the server serves on.
-func (s *Server) recover(c *fiber.Ctx) (err error) {
+func (s *Server) recoverPanic(c *fiber.Ctx) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("panic in HTTP handler", "method", c.Method(), "path", c.Path(), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
