@@ -6,6 +6,10 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +24,7 @@ import (
 	"github.com/troupe-ai/troupe/actors"
 	"github.com/troupe-ai/troupe/http/anthropic"
 	"github.com/troupe-ai/troupe/http/apierr"
+	"github.com/troupe-ai/troupe/http/conns"
 	"github.com/troupe-ai/troupe/http/openai"
 	"github.com/troupe-ai/troupe/http/responses"
 	"github.com/troupe-ai/troupe/http/turn"
@@ -53,6 +58,40 @@ type Config struct {
 	// ResponsesMaxBytes bounds the stored responses' approximate size
 	// (oldest evicted first); 0 means 256 MiB.
 	ResponsesMaxBytes int64
+
+	// Connection limits. Timeouts: 0 means the default, negative means
+	// none.
+
+	// ReadTimeout bounds reading one request, headers and body (a client
+	// trickling its request is cut with 408); 0 means 30s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing one non-streamed response; 0 means 60s.
+	// Streams are bounded per write by StreamStallTimeout instead.
+	WriteTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that sends no next request
+	// for this long; 0 means 60s, negative ReadTimeout.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes caps a request's headers (past it: 431); 0 means
+	// 16 KiB.
+	MaxHeaderBytes int
+	// MaxConns caps open connections (more wait in the listen backlog); 0
+	// derives it from the open file limit (conns.DefaultMaxConns). Applies
+	// to Serve.
+	MaxConns int
+	// StreamStallTimeout cancels a stream whose client reads nothing for
+	// this long (its generation stops, its queue slot frees); 0 means 30s.
+	StreamStallTimeout time.Duration
+	// StreamSendBuffer is a streaming connection's socket send buffer in
+	// bytes, bounding what queues for a client that stops reading; 0 means
+	// 32 KiB, negative the kernel's default.
+	StreamSendBuffer int
+	// PeerCheck is how often a non-streamed generation looks whether its
+	// client closed the connection (then it is cancelled); 0 means 200ms,
+	// negative never.
+	PeerCheck time.Duration
+	// Logger receives handler panics and connection-layer warnings; nil
+	// discards them.
+	Logger *slog.Logger
 }
 
 // Server is the HTTP front of one runtime.
@@ -60,9 +99,26 @@ type Server struct {
 	App      *fiber.App
 	rt       *troupe.Runtime
 	cfg      Config
+	log      *slog.Logger
 	inflight atomic.Int64
 	keys     []string // accepted keys (see acceptedKeys)
 	tenants  []string // tenant of keys[i]
+	// life is every generating request's parent context: cancelled with
+	// turn.ErrShutdown at the shutdown deadline.
+	life  context.Context
+	abort context.CancelCauseFunc
+	tr    *turn.Transport
+}
+
+// orDefault is d for 0, none (0) for negative, else v.
+func orDefault[T int | time.Duration](v, d T) T {
+	switch {
+	case v == 0:
+		return d
+	case v < 0:
+		return 0
+	}
+	return v
 }
 
 // New builds the Fiber app.
@@ -76,12 +132,29 @@ func New(rt *troupe.Runtime, cfg Config) *Server {
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = 2 * time.Second
 	}
-	s := &Server{rt: rt, cfg: cfg, keys: acceptedKeys(cfg)}
+	cfg.ReadTimeout = orDefault(cfg.ReadTimeout, 30*time.Second)
+	cfg.WriteTimeout = orDefault(cfg.WriteTimeout, 60*time.Second)
+	cfg.IdleTimeout = orDefault(cfg.IdleTimeout, 60*time.Second)
+	cfg.MaxHeaderBytes = orDefault(cfg.MaxHeaderBytes, 16<<10)
+	cfg.StreamStallTimeout = orDefault(cfg.StreamStallTimeout, 30*time.Second)
+	cfg.StreamSendBuffer = orDefault(cfg.StreamSendBuffer, 32<<10)
+	cfg.PeerCheck = orDefault(cfg.PeerCheck, 200*time.Millisecond)
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	life, abort := context.WithCancelCause(context.Background())
+	s := &Server{rt: rt, cfg: cfg, log: log, keys: acceptedKeys(cfg), life: life, abort: abort,
+		tr: &turn.Transport{StallTimeout: cfg.StreamStallTimeout, SendBuffer: cfg.StreamSendBuffer, Log: log}}
 	for _, k := range s.keys {
 		s.tenants = append(s.tenants, tenantOf(k))
 	}
 	app := fiber.New(fiber.Config{
 		BodyLimit:             cfg.BodyLimit,
+		ReadTimeout:           cfg.ReadTimeout,
+		WriteTimeout:          cfg.WriteTimeout,
+		IdleTimeout:           cfg.IdleTimeout,
+		ReadBufferSize:        max(cfg.MaxHeaderBytes, 1024),
 		DisableStartupMessage: true,
 		ErrorHandler: func(c *fiber.Ctx, err error) error {
 			status := fiber.StatusInternalServerError
@@ -90,13 +163,18 @@ func New(rt *troupe.Runtime, cfg Config) *Server {
 				status = fe.Code
 			}
 			msg := err.Error()
-			if status == fiber.StatusRequestEntityTooLarge {
+			switch status {
+			case fiber.StatusRequestEntityTooLarge:
 				msg = "request body too large (limit " + strconv.Itoa(cfg.BodyLimit) + " bytes)"
+			case fiber.StatusRequestHeaderFieldsTooLarge:
+				msg = "request headers too large (limit " + strconv.Itoa(max(cfg.MaxHeaderBytes, 1024)) + " bytes)"
+			case fiber.StatusRequestTimeout:
+				msg = "the request was not received within " + cfg.ReadTimeout.String()
 			}
 			return writeError(c, status, msg)
 		},
 	})
-	app.Use(s.count)
+	app.Use(s.count, s.recoverPanic)
 	app.Get("/health", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	app.Get("/ready", s.ready)
 	metricsHandler := fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(rt.Metrics().Registry, promhttp.HandlerOpts{}))
@@ -141,6 +219,18 @@ func (s *Server) count(c *fiber.Ctx) error {
 	}
 	s.rt.Metrics().Requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
 	return err
+}
+
+// recoverPanic turns a handler's panic into a 500 in the route's error shape
+// and a logged stack trace; the server serves on.
+func (s *Server) recoverPanic(c *fiber.Ctx) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("panic in HTTP handler", "method", c.Method(), "path", c.Path(), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			err = writeError(c, fiber.StatusInternalServerError, "internal server error (logged on the server)")
+		}
+	}()
+	return c.Next()
 }
 
 // isAnthropic reports whether c is on an Anthropic route, answered in
@@ -233,12 +323,48 @@ func (s *Server) admit(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderRetryAfter, "1")
 		return writeError(c, fiber.StatusTooManyRequests, "the server is at capacity ("+strconv.FormatInt(limit, 10)+" requests in flight); retry shortly")
 	}
+	// The request's lifetime: ended when its client leaves (watched while
+	// the handler runs; a stream notices through its writes) or at the
+	// shutdown deadline, and when its slot is released.
+	life, end := context.WithCancelCause(s.life)
+	c.SetUserContext(life)
+	turn.SetTransport(c, s.tr)
 	// Streams finish after the handler returns; they release the slot
 	// through the request context's done hook (see turn.SSE).
-	turn.SetRelease(c, func() { s.inflight.Add(-1) })
-	err := c.Next()
-	turn.ReleaseIfNotStreaming(c)
-	return err
+	turn.SetRelease(c, func() { s.inflight.Add(-1); end(nil) })
+	defer turn.ReleaseIfNotStreaming(c)
+	defer s.watchPeer(c.Context().Conn(), end)()
+	return c.Next()
+}
+
+// watchPeer looks every PeerCheck whether the client of conn closed the
+// connection, and then ends the request with turn.ErrClientGone; bytes the
+// client sent ahead (a pipelined request) are only peeked, never
+// consumed. The returned func stops the watch and waits for it.
+func (s *Server) watchPeer(conn net.Conn, end context.CancelCauseFunc) (stop func()) {
+	if conn == nil || s.cfg.PeerCheck <= 0 {
+		return func() {}
+	}
+	quit, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		tk := time.NewTicker(s.cfg.PeerCheck)
+		defer tk.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tk.C:
+				if closed, ok := conns.PeerClosed(conn); !ok {
+					return
+				} else if closed {
+					end(turn.ErrClientGone)
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(quit); <-exited }
 }
 
 func (s *Server) ready(c *fiber.Ctx) error {
@@ -312,8 +438,47 @@ func (s *Server) models(c *fiber.Ctx) error {
 	}}})
 }
 
-// Shutdown stops accepting connections and waits up to timeout for
-// in-flight requests (streams included).
+// Serve serves HTTP on ln until Shutdown, under the connection cap
+// (Config.MaxConns) and retrying accept errors that pass (out of file
+// descriptors) instead of returning them.
+func (s *Server) Serve(ln net.Listener) error {
+	l := conns.NewListener(ln, s.cfg.MaxConns, s.log)
+	s.log.Debug("connection cap", "max_conns", l.Cap())
+	return s.App.Listener(l)
+}
+
+// abortGrace is how long requests cut at the shutdown deadline get to
+// write their error and close.
+const abortGrace = 5 * time.Second
+
+// Shutdown stops accepting connections, closes idle keep-alive ones and
+// waits up to timeout for in-flight requests (streams included). At the
+// deadline the requests still running are cut: a stream ends with an error
+// event in its API's shape, a non-streamed request answers 503; they get a
+// few seconds to say so before Shutdown gives up on them.
 func (s *Server) Shutdown(timeout time.Duration) error {
-	return s.App.ShutdownWithTimeout(timeout)
+	defer s.abort(turn.ErrShutdown)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.App.ShutdownWithContext(ctx) }()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-deadline.C:
+	}
+	s.log.Warn("shutdown deadline reached: cutting the requests still in flight", "timeout", timeout, "in_flight", s.inflight.Load())
+	s.abort(turn.ErrShutdown)
+	grace := time.NewTimer(abortGrace)
+	defer grace.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-grace.C:
+		cancel()
+		<-done
+		return fmt.Errorf("shutdown: connections still open %v after the %v deadline", abortGrace, timeout)
+	}
 }

@@ -287,18 +287,19 @@ func TestAPIKey(t *testing.T) {
 	}
 }
 
-// TestCancelFreesKV: a client that disconnects mid-stream stops its
-// generation, and its KV pages are free again promptly.
 // TestCancelFreesKV: a streaming client that goes away stops its
 // generation and frees its KV pages, on every API's stream. Greedy decoding
-// on the demo model keeps the runs deterministic (no early end of sequence).
+// on the demo model keeps the runs deterministic: Responses and Messages
+// have no ignore_eos, and the demo model's greedy answer to "Please
+// continue" is 1,082 tokens long (to "Go on" only 17, which raced the
+// check below).
 func TestCancelFreesKV(t *testing.T) {
 	s := start(t, troupe.Options{}, troupehttp.Config{})
 	s.waitReady(t)
 	for _, tc := range []struct{ path, body string }{
 		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"Go on"}],"max_tokens":3000,"stream":true,"ignore_eos":true}`},
-		{"/v1/responses", `{"input":"Go on","max_output_tokens":3000,"stream":true,"temperature":0}`},
-		{"/v1/messages", `{"messages":[{"role":"user","content":"Go on"}],"max_tokens":3000,"stream":true,"temperature":0}`},
+		{"/v1/responses", `{"input":"Please continue","max_output_tokens":3000,"stream":true,"temperature":0}`},
+		{"/v1/messages", `{"messages":[{"role":"user","content":"Please continue"}],"max_tokens":3000,"stream":true,"temperature":0}`},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			before, _ := s.rt.SchedulerStats(context.Background())

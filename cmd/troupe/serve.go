@@ -57,6 +57,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	loadDelay := fs.Duration("debug-load-delay", 0, "testing: delay the weight load by this long")
 	stallTimeout := fs.Duration("stall-timeout", time.Minute, "queued work waiting this long for an engine step turns /ready to 503 (0: off)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	readTimeout := fs.Duration("read-timeout", 30*time.Second, "longest time to receive one request, headers and body (408 past it)")
+	writeTimeout := fs.Duration("write-timeout", 60*time.Second, "longest time to send one non-streamed response")
+	idleTimeout := fs.Duration("idle-timeout", 60*time.Second, "close keep-alive connections idle this long")
+	maxHeader := fs.Int("max-header-bytes", 16<<10, "largest request headers in bytes (431 past it)")
+	maxConns := fs.Int("max-conns", 0, "most open connections; more wait in the listen backlog (0 = three quarters of the open file limit)")
+	stall := fs.Duration("stream-stall-timeout", 30*time.Second, "cancel a stream whose client reads nothing for this long")
+	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cut")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -75,6 +82,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *parallel < 1 || *maxQueue < 0 || *port < 0 || *port > 65535 || *threads < 0 || *stepTokens < 1 || *storeTTL <= 0 || *storeMax < 1 || *stallTimeout < 0 {
 		return errors.New("serve: --parallel, --step-tokens and --responses-max must be >= 1, --responses-ttl > 0, --max-queue, --threads and --stall-timeout >= 0, --port in 0..65535")
+	}
+	if *readTimeout <= 0 || *writeTimeout <= 0 || *idleTimeout <= 0 || *stall <= 0 || *shutdownTimeout < 0 || *maxHeader < 1024 || *maxConns < 0 {
+		return errors.New("serve: --read-timeout, --write-timeout, --idle-timeout and --stream-stall-timeout must be > 0, --shutdown-timeout >= 0, --max-header-bytes >= 1024, --max-conns >= 0")
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -100,20 +110,22 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	srv := troupehttp.New(rt, troupehttp.Config{APIKeys: keys, AdminKey: strings.TrimSpace(*adminKey), MaxQueue: *maxQueue, Parallel: *parallel,
-		ResponsesTTL: *storeTTL, ResponsesMax: *storeMax, ResponsesMaxBytes: storeBudget})
+		ResponsesTTL: *storeTTL, ResponsesMax: *storeMax, ResponsesMaxBytes: storeBudget,
+		ReadTimeout: *readTimeout, WriteTimeout: *writeTimeout, IdleTimeout: *idleTimeout, MaxHeaderBytes: *maxHeader,
+		MaxConns: *maxConns, StreamStallTimeout: *stall, Logger: log})
 	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log.Info("troupe listening", "addr", ln.Addr().String(), "model", rt.Name())
 	errc := make(chan error, 1)
-	go func() { errc <- srv.App.Listener(ln) }()
+	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
-		log.Info("shutting down: finishing in-flight requests")
-		if err := srv.Shutdown(10 * time.Second); err != nil {
+		log.Info("shutting down: finishing in-flight requests", "timeout", *shutdownTimeout)
+		if err := srv.Shutdown(*shutdownTimeout); err != nil {
 			log.Warn("shutdown", "err", err)
 		}
 		return nil

@@ -59,3 +59,22 @@ func TestServeResponsesMaxBytes(t *testing.T) {
 		t.Fatalf("TROUPE_RESPONSES_MAX_BYTES=0: %v", err)
 	}
 }
+
+// TestServeConnectionFlags: the connection-layer flags refuse values that
+// would turn a limit off or make it unusable, before anything starts.
+func TestServeConnectionFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--read-timeout", "0s"},
+		{"--write-timeout", "-1s"},
+		{"--idle-timeout", "0s"},
+		{"--stream-stall-timeout", "0s"},
+		{"--shutdown-timeout", "-1s"},
+		{"--max-header-bytes", "100"},
+		{"--max-conns", "-1"},
+	} {
+		_, err := runCLI(t, append([]string{"serve", "--port", "0"}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("%v: error %v, want one naming %s", args, err, args[0])
+		}
+	}
+}

@@ -61,7 +61,7 @@ func (a *API) Messages(c *fiber.Ctx) error {
 		return a.fail(c, err)
 	}
 	turn.Scope(c, r)
-	t, err := turn.Start(a.rt, r, turn.Options{Reasoning: true, Arrival: turn.Arrival(c)})
+	t, err := turn.Start(a.rt, r, turn.Options{Reasoning: true, Arrival: turn.Arrival(c), Context: turn.Context(c)})
 	if err != nil {
 		return a.fail(c, err)
 	}

@@ -96,7 +96,7 @@ func (a *API) Completions(c *fiber.Ctx) error {
 
 func (a *API) run(c *fiber.Ctx, r *chat.Request, stream, includeUsage, isChat bool) error {
 	turn.Scope(c, r)
-	t, err := turn.Start(a.rt, r, turn.Options{Reasoning: isChat, Arrival: turn.Arrival(c)})
+	t, err := turn.Start(a.rt, r, turn.Options{Reasoning: isChat, Arrival: turn.Arrival(c), Context: turn.Context(c)})
 	if err != nil {
 		if !isChat {
 			return a.failOn(c, err, "prompt")
@@ -279,7 +279,11 @@ func (a *API) chunk(id string, created int64, delta fiber.Map, finish any, logpr
 
 func (a *API) finishStream(w *bufio.Writer, id string, created int64, t *turn.Turn, isChat, includeUsage bool) {
 	if t.Err != "" {
-		turn.WriteEvent(w, "", fiber.Map{"error": fiber.Map{"message": t.Err, "type": "invalid_request_error", "param": nil, "code": nil}})
+		typ := "invalid_request_error"
+		if t.ErrStatus() >= 500 {
+			typ = "server_error" // the server's failure (shutting down, model not loaded)
+		}
+		turn.WriteEvent(w, "", fiber.Map{"error": fiber.Map{"message": t.Err, "type": typ, "param": nil, "code": nil}})
 	} else if isChat {
 		last := a.chunk(id, created, fiber.Map{}, t.Finish, nil)
 		if includeUsage {

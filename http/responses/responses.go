@@ -108,7 +108,7 @@ func (a *API) Create(c *fiber.Ctx) error {
 	if err != nil {
 		return a.fail(c, err)
 	}
-	t, err := turn.Start(a.rt, tr.r, turn.Options{Reasoning: true, Arrival: turn.Arrival(c)})
+	t, err := turn.Start(a.rt, tr.r, turn.Options{Reasoning: true, Arrival: turn.Arrival(c), Context: turn.Context(c)})
 	if err != nil {
 		return a.fail(c, err)
 	}

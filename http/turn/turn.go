@@ -14,6 +14,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -23,8 +27,21 @@ import (
 	troupe "github.com/troupe-ai/troupe"
 	"github.com/troupe-ai/troupe/actors"
 	"github.com/troupe-ai/troupe/chat"
+	"github.com/troupe-ai/troupe/http/conns"
 	"github.com/troupe-ai/troupe/output"
 )
+
+// Why a request's context ends before its answer does (its cause).
+var (
+	// ErrClientGone: the client closed the connection.
+	ErrClientGone = errors.New("the client closed the connection")
+	// ErrShutdown: the server reached its shutdown deadline.
+	ErrShutdown = errors.New("the server is shutting down; the request was cut at the shutdown deadline")
+)
+
+// StatusClientClosed is the status recorded for a request whose client
+// left before its answer (nginx's 499; nobody receives it).
+const StatusClientClosed = 499
 
 // Finish reasons, API-neutral; each API maps them to its own words.
 const (
@@ -48,10 +65,13 @@ type Turn struct {
 	Calls              []output.ToolCall
 	Err                string // a generation error (after the answer began)
 	// Unavailable marks Err as the server's failure (the model failed to
-	// load), not the request's.
+	// load, the server shutting down), not the request's.
 	Unavailable bool
+	// Gone marks Err as the client having left.
+	Gone bool
 
 	rt          *troupe.Runtime
+	life        context.Context // the request's lifetime (nil: none)
 	proc        *output.Processor
 	cancel      context.CancelFunc
 	start, last time.Time
@@ -65,6 +85,10 @@ type Options struct {
 	// Arrival is when the request arrived (for time to first token); zero
 	// means now.
 	Arrival time.Time
+	// Context is the request's lifetime (Context(c)): when it ends with
+	// ErrClientGone or ErrShutdown as its cause, Run stops the generation.
+	// Nil means the turn lives until its generation ends.
+	Context context.Context
 }
 
 // Start prepares r and starts generating. Errors are those of preparation
@@ -80,7 +104,7 @@ func Start(rt *troupe.Runtime, r *chat.Request, opts Options) (*Turn, error) {
 	if opts.Arrival.IsZero() {
 		opts.Arrival = time.Now()
 	}
-	t := &Turn{Stream: s, Request: r, Prepared: prep, PromptTokens: len(prep.IDs), rt: rt, cancel: cancel, start: opts.Arrival}
+	t := &Turn{Stream: s, Request: r, Prepared: prep, PromptTokens: len(prep.IDs), rt: rt, cancel: cancel, start: opts.Arrival, life: opts.Context}
 	t.proc = output.New(s.Prepared.Assets.Tokenizer, output.Options{
 		Stop: r.Stop, Prompt: prep.Prompt, Reasoning: opts.Reasoning && prep.Reasoning, Tools: r.Tools != nil,
 	})
@@ -91,6 +115,9 @@ func Start(rt *troupe.Runtime, r *chat.Request, opts Options) (*Turn, error) {
 // cannot serve, 400 when the engine refused the request (too long for the
 // model's positions).
 func (t *Turn) ErrStatus() int {
+	if t.Gone {
+		return StatusClientClosed
+	}
 	if t.Unavailable {
 		return fiber.StatusServiceUnavailable
 	}
@@ -173,6 +200,12 @@ type Emit func(d output.Delta, tok *actors.TokenEvent) bool
 // passes without an event (a long prefill), so proxies keep the stream
 // open; a failed ping ends the generation. Run reports whether the client
 // stayed to the end.
+//
+// When the request's context (Options.Context) ends first, the generation
+// is cancelled (its KV freed): a client that left makes Run return false
+// (Err set, Gone); a shutdown deadline makes it return true with Err set
+// and Unavailable, so the route ends its answer with an error in its own
+// shape.
 func (t *Turn) Run(emit Emit, period time.Duration, ping func() bool) bool {
 	var tick <-chan time.Time
 	if ping != nil && period > 0 {
@@ -180,8 +213,20 @@ func (t *Turn) Run(emit Emit, period time.Duration, ping func() bool) bool {
 		defer tk.Stop()
 		tick = tk.C
 	}
+	var life <-chan struct{}
+	if t.life != nil {
+		life = t.life.Done()
+	}
 	for {
 		select {
+		case <-life:
+			t.Stream.Cancel()
+			if cause := context.Cause(t.life); errors.Is(cause, ErrShutdown) {
+				t.Err, t.Unavailable = cause.Error(), true
+				return true
+			}
+			t.Err, t.Gone = ErrClientGone.Error(), true
+			return false
 		case ev, ok := <-t.Stream.Events:
 			if !ok {
 				return true
@@ -255,21 +300,92 @@ func release(c *fiber.Ctx) func() {
 	}
 }
 
+// Transport is what the server's connection layer tells the routes about
+// streaming: how long a stream may wait on a client that does not read, how
+// much may queue unsent in the kernel, and where to log.
+type Transport struct {
+	// StallTimeout bounds each write of a stream: a client that reads
+	// nothing for this long has its stream cancelled. 0: no bound.
+	StallTimeout time.Duration
+	// SendBuffer is the socket send buffer of a streaming connection, in
+	// bytes (what a client that stops reading leaves queued). 0: the
+	// kernel's.
+	SendBuffer int
+	// Log receives stream panics.
+	Log *slog.Logger
+}
+
+const localTransport = "troupe.transport"
+
+// SetTransport tells the request's routes the server's stream limits.
+func SetTransport(c *fiber.Ctx, tr *Transport) { c.Locals(localTransport, tr) }
+
+// Context is the request's lifetime as the server set it (see Options).
+func Context(c *fiber.Ctx) context.Context { return c.UserContext() }
+
 // SSE answers c with a server-sent event stream written by body after the
 // handler returns; the queue slot is released and the turn closed when body
-// ends.
+// ends. Each flush of body's writer must reach the client within the
+// server's stall timeout, else the write fails (body sees the client as
+// gone) and the generation is cancelled; a panic in body is logged and
+// ends the stream.
 func SSE(c *fiber.Ctx, t *Turn, body func(w *bufio.Writer)) error {
 	c.Locals(localStreaming, true)
 	done := release(c)
+	tr, _ := c.Locals(localTransport).(*Transport)
+	if tr == nil {
+		tr = &Transport{}
+	}
+	if t.life == nil {
+		t.life = Context(c)
+	}
+	conn := c.Context().Conn()
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set(fiber.HeaderConnection, "keep-alive")
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer done()
 		defer t.Close()
-		body(w)
+		defer func() {
+			if r := recover(); r != nil && tr.Log != nil {
+				tr.Log.Error("panic while streaming an answer", "panic", r, "stack", string(debug.Stack()))
+			}
+		}()
+		if conn != nil && tr.SendBuffer > 0 {
+			conns.SetSendBuffer(conn, tr.SendBuffer)
+		}
+		if conn == nil || tr.StallTimeout <= 0 {
+			body(w)
+			return
+		}
+		// Every flush of out goes to the client under a fresh write
+		// deadline: fasthttp's own write deadline covers the whole body,
+		// which would cut a long stream, while a client that reads nothing
+		// would otherwise hold the stream (and its queue slot) forever.
+		out := bufio.NewWriterSize(&stallWriter{w: w, conn: conn, stall: tr.StallTimeout}, w.Size())
+		body(out)
+		out.Flush()
 	})
 	return nil
+}
+
+// stallWriter passes each write on to fasthttp's stream writer and flushes
+// it, under a write deadline on the connection.
+type stallWriter struct {
+	w     *bufio.Writer
+	conn  net.Conn
+	stall time.Duration
+}
+
+func (s *stallWriter) Write(p []byte) (int, error) {
+	if err := s.conn.SetWriteDeadline(time.Now().Add(s.stall)); err != nil {
+		return 0, err
+	}
+	n, err := s.w.Write(p)
+	if err == nil {
+		err = s.w.Flush()
+	}
+	return n, err
 }
 
 // WriteEvent writes one SSE event (with an event: line when name is set)
