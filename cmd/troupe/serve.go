@@ -44,7 +44,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	host := fs.String("host", "127.0.0.1", "listen address")
 	port := fs.Int("port", 8080, "listen port")
 	parallel := fs.Int("parallel", 16, "max sequences running at once")
-	kvBudget := fs.String("kv-budget", "1GiB", "KV cache size (bytes, or with KiB/MiB/GiB)")
+	kvBudget := fs.String("kv-budget", "1GiB", "memory for per-sequence state: KV pages, recurrent-state slots and prompt-cache snapshots together (bytes, or with KiB/MiB/GiB)")
+	snapBudget := fs.String("snapshot-budget", "", "share of --kv-budget for prompt-cache snapshots on state-space and hybrid models (default: a quarter)")
 	promptCache := fs.Bool("prompt-cache", true, "reuse prompt state across requests")
 	apiKey := fs.String("api-key", "", "required bearer token(s), comma-separated (default: none)")
 	maxQueue := fs.Int("max-queue", 64, "requests that may wait beyond the running ones before 429")
@@ -66,6 +67,15 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("serve: --kv-budget: %w", err)
 	}
+	var snaps int64
+	if *snapBudget != "" {
+		if snaps, err = parseBytes(*snapBudget); err != nil {
+			return fmt.Errorf("serve: --snapshot-budget: %w", err)
+		}
+		if snaps >= budget {
+			return fmt.Errorf("serve: --snapshot-budget %s must be less than --kv-budget %s", *snapBudget, *kvBudget)
+		}
+	}
 	if *parallel < 1 || *maxQueue < 0 || *port < 0 || *port > 65535 || *threads < 0 || *stepTokens < 1 || *storeTTL <= 0 || *storeMax < 1 {
 		return errors.New("serve: --parallel, --step-tokens and --responses-max must be >= 1, --responses-ttl > 0, --max-queue and --threads >= 0, --port in 0..65535")
 	}
@@ -76,7 +86,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	rt, err := troupe.Start(ctx, troupe.Options{
 		Model: *dir, ServedName: *name, ChatTemplate: *tmpl, Threads: *threads, Parallel: *parallel,
-		KVBudget: budget, StepTokens: *stepTokens, PromptCache: *promptCache, Logger: log, LoadDelay: *loadDelay,
+		KVBudget: budget, SnapshotBudget: snaps, StepTokens: *stepTokens, PromptCache: *promptCache, Logger: log, LoadDelay: *loadDelay,
 	})
 	if err != nil {
 		return err
