@@ -146,16 +146,38 @@ func (l *dirLoader) LoadModel(ctx context.Context, phase func(string)) (model.Mo
 		m.Close()
 		return nil, nil, nil, err
 	}
-	layout := model.PoolLayout(m.Cache())
-	pages := kvcache.PagesForBudget(layout.KVDims, pageSize, l.opts.KVBudget)
-	if pages < 1 {
-		pages = 1
-	}
-	pool, err := kvcache.NewPool(layout, pageSize, pages, l.opts.Parallel)
+	pool, err := newPool(m, l.opts)
 	if err != nil {
 		dev.Close()
 		m.Close()
 		return nil, nil, nil, err
 	}
 	return m, dev, pool, nil
+}
+
+// newPool sizes the KV pool from the budget: on a model that reuses
+// prompts by snapshots the snapshot share comes off first (the engine gets
+// the same figure through engine.Options.SnapshotBudget), then one state
+// slot per running sequence, then pages.
+func newPool(m model.Model, opts Options) (*kvcache.Pool, error) {
+	layout := model.PoolLayout(m.Cache())
+	var snaps int64
+	if opts.PromptCache && model.SnapshotReuse(m.Cache()) {
+		snaps = opts.SnapshotBudget
+	}
+	plan, err := kvcache.PlanBudget(layout, pageSize, opts.KVBudget, snaps, opts.Parallel)
+	if err != nil {
+		return nil, fmt.Errorf("KV budget: %w", err)
+	}
+	pool, err := kvcache.NewPool(layout, pageSize, plan.Pages, plan.Slots)
+	if err != nil {
+		return nil, err
+	}
+	opts.Logger.Info("KV budget", "budget", kvcache.FormatBytes(opts.KVBudget), "pool", kvcache.FormatBytes(pool.Bytes()),
+		"pages", pool.NumPages(), "state_slots", pool.NumSlots(), "snapshots", kvcache.FormatBytes(snaps))
+	if pool.HasState() && pool.NumSlots() < opts.Parallel {
+		opts.Logger.Warn("the KV budget holds fewer state slots than --parallel: fewer sequences run at once",
+			"state_slots", pool.NumSlots(), "parallel", opts.Parallel)
+	}
+	return pool, nil
 }

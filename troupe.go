@@ -46,8 +46,16 @@ type Options struct {
 	Threads int
 	// Parallel caps the sequences running at once; 0 means 16.
 	Parallel int
-	// KVBudget is the KV cache's size in bytes; 0 means 1 GiB.
+	// KVBudget bounds the per-sequence memory in bytes: the KV pool (pages
+	// and recurrent-state slots) and the snapshot cache together; 0 means
+	// 1 GiB. Both live off the Go heap. A budget that cannot hold one
+	// sequence fails the model load.
 	KVBudget int64
+	// SnapshotBudget is the snapshot cache's share of KVBudget on models
+	// that reuse prompts by whole-state snapshots (state-space and hybrid
+	// models, prompt cache on); the pool gets the rest. 0 means a quarter
+	// of KVBudget. It must be less than KVBudget.
+	SnapshotBudget int64
 	// StepTokens is the per-step token budget (chunked prefill); 0 means 512.
 	StepTokens int
 	// PromptCache turns on prompt reuse (and with it history-boundary
@@ -90,6 +98,10 @@ type Options struct {
 	// panics through it).
 	PrepareHook func(*actors.Prepare)
 }
+
+// DefaultSnapshotShare: without Options.SnapshotBudget, snapshots get
+// 1/DefaultSnapshotShare of the KV budget.
+const DefaultSnapshotShare = 4
 
 // Runtime is one model's actor pipeline.
 type Runtime struct {
@@ -156,6 +168,13 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 	if opts.KVBudget <= 0 {
 		opts.KVBudget = 1 << 30
 	}
+	if opts.SnapshotBudget < 0 || opts.SnapshotBudget >= opts.KVBudget {
+		return nil, fmt.Errorf("troupe: the snapshot budget of %s must be less than the KV budget of %s",
+			kvcache.FormatBytes(opts.SnapshotBudget), kvcache.FormatBytes(opts.KVBudget))
+	}
+	if opts.SnapshotBudget == 0 {
+		opts.SnapshotBudget = opts.KVBudget / DefaultSnapshotShare
+	}
 	if opts.Preparers <= 0 {
 		opts.Preparers = runtime.NumCPU()
 	}
@@ -195,10 +214,12 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 		idle: make(chan int, opts.Preparers), big: make(chan struct{}, max(1, opts.Preparers-1)),
 		inspections: make(chan struct{}, opts.MaxInspections)}
 	rt.metrics.WatchScheduler(rt.beat, opts.StallTimeout)
+	rt.metrics.KVBudget.Set(float64(opts.KVBudget))
 	root := system.Root
 	var err error
 	rt.pids.Scheduler, err = root.SpawnNamed(actor.PropsFromProducer(actors.NewSchedulerActor(
-		engine.Options{StepTokens: opts.StepTokens, MaxRunning: opts.Parallel, PrefixCache: opts.PromptCache}, rt.metrics, opts.Logger, rt.beat)), "scheduler-"+rt.name+"-"+uniq())
+		engine.Options{StepTokens: opts.StepTokens, MaxRunning: opts.Parallel, PrefixCache: opts.PromptCache,
+			SnapshotBudget: opts.SnapshotBudget}, rt.metrics, opts.Logger, rt.beat)), "scheduler-"+rt.name+"-"+uniq())
 	if err != nil {
 		return nil, fmt.Errorf("spawn scheduler: %w", err)
 	}
@@ -547,14 +568,16 @@ func (r *Runtime) Generate(ctx context.Context, req *chat.Request) (*Stream, err
 	return &Stream{Prepared: prep, Events: events, cancel: cancel}, nil
 }
 
-// Close stops the runtime's actors (and its actor system when Start made it).
+// Close stops the runtime's actors (and its actor system when Start made
+// it). It returns once the scheduler has stopped and given back the KV
+// pool's and the snapshots' memory.
 func (r *Runtime) Close() {
 	root := r.system.Root
 	for _, p := range r.pids.Preparers {
 		root.Stop(p)
 	}
 	root.Stop(r.pids.Model)
-	root.Stop(r.pids.Scheduler)
+	_ = root.StopFuture(r.pids.Scheduler).Wait()
 	if r.own {
 		r.system.Shutdown()
 	}

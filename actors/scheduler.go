@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-ai/troupe/engine"
+	"github.com/troupe-ai/troupe/kvcache"
 	"github.com/troupe-ai/troupe/metrics"
 	"github.com/troupe-ai/troupe/sample"
 )
@@ -31,6 +32,8 @@ type SchedulerActor struct {
 	stepping bool
 	warmUps  []*PrefillJob   // run only when the engine is otherwise idle; at most maxWarmUps
 	last     *SchedulerStats // counters already added to the metrics
+
+	pool *kvcache.Pool // the engine's; closed when the actor stops
 }
 
 type pendingJob struct {
@@ -64,11 +67,15 @@ func (s *SchedulerActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *modelReady:
 		s.eng = engine.New(msg.model, msg.dev, msg.pool, s.opt)
+		s.pool = msg.pool
+		s.publish()
 		pending := s.pending
 		s.pending = nil
 		for _, p := range pending {
 			s.submit(ctx, p.job, p.sender)
 		}
+	case *actor.Stopped:
+		s.release()
 	case *loadFailed:
 		s.failure = msg.err
 		pending := s.pending
@@ -233,6 +240,19 @@ func (s *SchedulerActor) step(ctx actor.Context) {
 	s.kick(ctx)
 }
 
+// release gives back the off-heap memory of the snapshots and the pool:
+// the actor has stopped, so nothing steps on them any more.
+func (s *SchedulerActor) release() {
+	if s.eng == nil {
+		return
+	}
+	s.eng.ResetCache()
+	if err := s.pool.Close(); err != nil {
+		s.log.Warn("closing the KV pool", "err", err)
+	}
+	s.eng = nil
+}
+
 func (s *SchedulerActor) publish() {
 	st := s.stats()
 	m := s.metrics
@@ -240,6 +260,14 @@ func (s *SchedulerActor) publish() {
 	m.Running.Set(float64(st.Running))
 	m.KVPagesUsed.Set(float64(st.PagesUsed))
 	m.KVPagesFree.Set(float64(st.PagesFree))
+	if p := s.pool; p != nil {
+		m.StateSlotsUsed.Set(float64(p.NumSlots() - p.FreeSlots()))
+		m.StateSlotsFree.Set(float64(p.FreeSlots()))
+		m.KVPoolBytes.Set(float64(p.Bytes()))
+		m.KVBytesInUse.Set(float64(p.BytesInUse()))
+	}
+	m.SnapshotBudget.Set(float64(st.SnapshotBudget))
+	m.SnapshotBytes.Set(float64(st.SnapshotBytes))
 	last := s.last
 	if last == nil {
 		last = &SchedulerStats{}

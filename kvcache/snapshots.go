@@ -6,10 +6,14 @@ import (
 )
 
 // Snapshot is a whole-state snapshot as the snapshot pool sees it: the exact
-// tokens it covers and the bytes it holds (model.Snapshot implements it).
+// tokens it covers, the bytes it holds, and a way to give them back
+// (model.Snapshot implements it).
 type Snapshot interface {
 	Covered() []int32
 	Size() int64
+	// Release frees the snapshot's memory; the pool calls it once, when
+	// it drops the snapshot.
+	Release()
 }
 
 // SnapshotPool holds whole-state snapshots of models whose state cannot be
@@ -22,6 +26,11 @@ type Snapshot interface {
 // end-of-turn snapshot, yet it is the one the next turn needs when the
 // template re-renders the reply differently. It is a plain data structure
 // owned by the scheduler.
+//
+// The pool owns what it is given: Put hands a snapshot over (one it
+// rejects is released at once), and the pool releases every snapshot it
+// drops (evicted, replaced, Reset). A snapshot Lookup returns stays the
+// pool's: use it before the next Put or Reset.
 type SnapshotPool struct {
 	budget  int64
 	used    int64
@@ -55,7 +64,8 @@ type SnapshotStats struct {
 // MinTokens is the shortest snapshot worth restoring.
 const MinTokens = 1
 
-// NewSnapshotPool returns a pool holding at most budget bytes.
+// NewSnapshotPool returns a pool holding at most budget bytes (the sum of
+// its snapshots' Size).
 func NewSnapshotPool(budget int64) *SnapshotPool { return &SnapshotPool{budget: budget} }
 
 // Budget is the pool's byte budget.
@@ -120,11 +130,13 @@ func (p *SnapshotPool) Peek(tokens []int32, scope string) int {
 // Put stores a snapshot under scope. Snapshots of the same scope whose
 // tokens it extends are marked superseded; then superseded and least
 // recently used snapshots are evicted until it fits. A snapshot covering
-// exactly the tokens of a stored one of the same tenant replaces it. It reports whether s was
-// stored.
+// exactly the tokens of a stored one of the same tenant replaces it. It
+// reports whether s was stored; either way the pool now owns s (so each
+// snapshot is Put once).
 func (p *SnapshotPool) Put(s Snapshot, scope string) bool {
 	if s.Size() > p.budget {
 		p.stats.Rejected++
+		s.Release()
 		return false
 	}
 	c := s.Covered()
@@ -132,6 +144,7 @@ func (p *SnapshotPool) Put(s Snapshot, scope string) bool {
 	p.entries = slices.DeleteFunc(p.entries, func(e *snapEntry) bool {
 		if et, _ := SplitScope(e.scope); et == tenant && slices.Equal(e.snap.Covered(), c) {
 			p.used -= e.snap.Size()
+			e.snap.Release()
 			return true
 		}
 		return false
@@ -158,6 +171,7 @@ func (p *SnapshotPool) Put(s Snapshot, scope string) bool {
 			}
 		}
 		p.used -= p.entries[victim].snap.Size()
+		p.entries[victim].snap.Release()
 		p.entries = slices.Delete(p.entries, victim, victim+1)
 		p.stats.Evictions++
 	}
@@ -168,8 +182,11 @@ func (p *SnapshotPool) Put(s Snapshot, scope string) bool {
 	return true
 }
 
-// Reset drops every snapshot.
+// Reset drops (and releases) every snapshot.
 func (p *SnapshotPool) Reset() {
+	for _, e := range p.entries {
+		e.snap.Release()
+	}
 	p.entries, p.used = nil, 0
 }
 

@@ -9,6 +9,51 @@ type fakeSnap struct {
 
 func (f fakeSnap) Covered() []int32 { return f.toks }
 func (f fakeSnap) Size() int64      { return f.size }
+func (f fakeSnap) Release()         {}
+
+// countedSnap records how often it was released.
+type countedSnap struct {
+	toks     []int32
+	size     int64
+	released int
+}
+
+func (c *countedSnap) Covered() []int32 { return c.toks }
+func (c *countedSnap) Size() int64      { return c.size }
+func (c *countedSnap) Release()         { c.released++ }
+
+// TestSnapshotPoolReleases: the pool releases exactly the snapshots it
+// drops (evicted, replaced, rejected, reset), each once, and none it keeps:
+// snapshot memory lives off the Go heap, so a drop without Release leaks it
+// and a Release of a kept snapshot frees memory still in use.
+func TestSnapshotPoolReleases(t *testing.T) {
+	p := NewSnapshotPool(100)
+	a := &countedSnap{toks: []int32{1, 2}, size: 40}
+	b := &countedSnap{toks: []int32{3, 4}, size: 40}
+	aAgain := &countedSnap{toks: []int32{1, 2}, size: 40}
+	big := &countedSnap{toks: []int32{5}, size: 101}
+	c := &countedSnap{toks: []int32{6}, size: 40}
+	p.Put(a, "")
+	p.Put(b, "")
+	p.Put(aAgain, "") // replaces a
+	p.Put(big, "")    // rejected
+	p.Lookup([]int32{1, 2, 9}, "")
+	p.Put(c, "") // evicts b, the least recently used
+	for _, tc := range []struct {
+		name string
+		s    *countedSnap
+		want int
+	}{{"replaced", a, 1}, {"evicted", b, 1}, {"rejected", big, 1}, {"kept", aAgain, 0}, {"kept", c, 0}} {
+		if tc.s.released != tc.want {
+			t.Errorf("%s snapshot %v released %d times, want %d", tc.name, tc.s.toks, tc.s.released, tc.want)
+		}
+	}
+	p.Reset()
+	if aAgain.released != 1 || c.released != 1 || a.released != 1 || b.released != 1 {
+		t.Errorf("after Reset: released %d %d (kept), %d %d (dropped before); want 1 each",
+			aAgain.released, c.released, a.released, b.released)
+	}
+}
 
 func TestSnapshotPool(t *testing.T) {
 	p := NewSnapshotPool(100)

@@ -8,7 +8,16 @@
 //	inter_token_latency_seconds         between consecutive tokens of a stream (histogram)
 //	queue_depth                         requests waiting for admission to the engine
 //	running_sequences                   sequences admitted to the engine
-//	kv_pages_used / kv_pages_free       KV-cache pages in use and free
+//	kv_pages_used / kv_pages_free       KV-cache pages in use and free; 0 and 0 on a model without
+//	                                    attention KV (pure state-space models have no pages)
+//	state_slots_used / state_slots_free recurrent-state slots in use and free (one per running
+//	                                    sequence of a model with state-space layers; 0 and 0 otherwise)
+//	kv_budget_bytes                     the --kv-budget: the most the KV pool and the snapshots may hold
+//	kv_pool_bytes                       memory the KV pool maps (pages and state slots), off the Go heap
+//	kv_bytes_in_use                     of that, the pages and slots held by sequences or the prefix cache
+//	snapshot_budget_bytes               the snapshot pool's share of the budget (0 on dense-KV models
+//	                                    or with the prompt cache off); kv_pool_bytes + this <= kv_budget_bytes
+//	snapshot_bytes                      memory the stored snapshots hold, off the Go heap
 //	prompt_tokens_total                 prompt tokens prefilled (recomputation included)
 //	generated_tokens_total              tokens generated
 //	preemptions_total                   sequences preempted for KV pages and recomputed
@@ -29,6 +38,12 @@
 //	                                    or a single step is that long)
 //	scheduler_stalled                   1 while scheduler_stall_seconds exceeds the stall timeout
 //	                                    (serve --stall-timeout); /ready answers 503 meanwhile
+//
+// The registry also carries the standard Go and process collectors: among
+// them process_resident_memory_bytes (the process's RSS, to compare with
+// troupe_kv_budget_bytes: RSS is about the weights' touched pages, the Go
+// heap, and the KV pool and snapshots as far as they are touched) and
+// go_memstats_heap_alloc_bytes (the Go heap, which no longer holds KV).
 package metrics
 
 import (
@@ -48,6 +63,13 @@ type Metrics struct {
 	Running         prometheus.Gauge
 	KVPagesUsed     prometheus.Gauge
 	KVPagesFree     prometheus.Gauge
+	StateSlotsUsed  prometheus.Gauge
+	StateSlotsFree  prometheus.Gauge
+	KVBudget        prometheus.Gauge
+	KVPoolBytes     prometheus.Gauge
+	KVBytesInUse    prometheus.Gauge
+	SnapshotBudget  prometheus.Gauge
+	SnapshotBytes   prometheus.Gauge
 	PromptTokens    prometheus.Counter
 	GeneratedTokens prometheus.Counter
 	Preemptions     prometheus.Counter
@@ -80,6 +102,13 @@ func New() *Metrics {
 		Running:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "troupe_running_sequences", Help: "Sequences admitted to the engine."}),
 		KVPagesUsed:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "troupe_kv_pages_used", Help: "KV-cache pages in use."}),
 		KVPagesFree:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "troupe_kv_pages_free", Help: "KV-cache pages free."}),
+		StateSlotsUsed:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "troupe_state_slots_used", Help: "Recurrent-state slots in use."}),
+		StateSlotsFree:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "troupe_state_slots_free", Help: "Recurrent-state slots free."}),
+		KVBudget:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "troupe_kv_budget_bytes", Help: "The KV budget: the most the KV pool and the snapshots may hold."}),
+		KVPoolBytes:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "troupe_kv_pool_bytes", Help: "Memory the KV pool maps for pages and state slots."}),
+		KVBytesInUse:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "troupe_kv_bytes_in_use", Help: "KV pool memory held by sequences or the prefix cache."}),
+		SnapshotBudget:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "troupe_snapshot_budget_bytes", Help: "The snapshot pool's share of the KV budget."}),
+		SnapshotBytes:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "troupe_snapshot_bytes", Help: "Memory the stored snapshots hold."}),
 		PromptTokens:    prometheus.NewCounter(prometheus.CounterOpts{Name: "troupe_prompt_tokens_total", Help: "Prompt tokens prefilled, recomputation included."}),
 		GeneratedTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: "troupe_generated_tokens_total", Help: "Tokens generated."}),
 		Preemptions:     prometheus.NewCounter(prometheus.CounterOpts{Name: "troupe_preemptions_total", Help: "Sequences preempted for KV pages and recomputed."}),
@@ -99,6 +128,7 @@ func New() *Metrics {
 	m.CacheMisses = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "troupe_prompt_cache_misses_total",
 		Help: "Snapshot-cache misses by reason."}, []string{"reason"})
 	r.MustRegister(m.Requests, m.TTFT, m.InterToken, m.QueueDepth, m.Running, m.KVPagesUsed, m.KVPagesFree,
+		m.StateSlotsUsed, m.StateSlotsFree, m.KVBudget, m.KVPoolBytes, m.KVBytesInUse, m.SnapshotBudget, m.SnapshotBytes,
 		m.PromptTokens, m.GeneratedTokens, m.Preemptions, m.HistoryRenders,
 		m.CacheLookups, m.CacheHits, m.CachedTokens, m.CacheInserts, m.CacheEvictions, m.CacheSupersedes, m.CacheWarmUps, m.CacheMisses,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -1,7 +1,9 @@
 package model_test
 
 import (
+	"errors"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -108,4 +110,89 @@ func continueFrom(t *testing.T, m model.Model, dev *cpu.Device, pool *kvcache.Po
 	}
 	pool.Free(seq)
 	return c
+}
+
+// TestSnapshotOffHeapAndRelease: a snapshot's state does not live on the Go
+// heap (the GC neither scans nor doubles it), Size counts the memory it
+// maps, restore reproduces the state exactly, and a released snapshot
+// cannot be restored.
+func TestSnapshotOffHeapAndRelease(t *testing.T) {
+	layers := []model.LayerCache{
+		{Kind: model.RecurrentState, ConvState: 1 << 10, SSMState: 4 << 20}, // 16 MiB of state
+		{Kind: model.FullAttention, KVHeads: 8, HeadDim: 128},               // 8 KiB a position
+	}
+	newPool := func() *kvcache.Pool {
+		p, err := kvcache.NewPool(model.PoolLayout(layers), 16, 64, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		return p
+	}
+	pool := newPool()
+	seq := &kvcache.Seq{}
+	const n = 1000
+	if err := pool.Reserve(seq, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.EnsureSlot(seq); err != nil {
+		t.Fatal(err)
+	}
+	seq.Len = n
+	state := pool.State(0, seq.Slot)
+	for i := range state {
+		state[i] = float32(i % 977)
+	}
+	kv := pool.Layers()[1]
+	for p := 0; p < n; p++ {
+		off := kv.Slot(seq.Pages, p)
+		kv.K[off], kv.V[off+kv.Dim-1] = float32(p), -float32(p)
+	}
+	tokens := make([]int32, n)
+	before := heapAlloc()
+	snap, err := model.TakeSnapshot(pool, layers, seq, tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateBytes := int64(4*len(state) + n*(8<<10))
+	if snap.Size() < stateBytes {
+		t.Fatalf("snapshot reports %d bytes, its state alone is %d", snap.Size(), stateBytes)
+	}
+	if grew := heapAlloc() - before; grew > stateBytes/8 {
+		t.Errorf("the Go heap grew by %d bytes for a snapshot of %d", grew, stateBytes)
+	}
+	other := newPool()
+	restored, err := snap.Restore(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(other.State(0, restored.Slot), state) {
+		t.Error("restored recurrent state differs")
+	}
+	okv := other.Layers()[1]
+	for p := 0; p < n; p++ {
+		off := okv.Slot(restored.Pages, p)
+		if okv.K[off] != float32(p) || okv.V[off+okv.Dim-1] != -float32(p) {
+			t.Fatalf("restored KV differs at position %d", p)
+		}
+	}
+	other.Free(restored)
+	snap.Release()
+	snap.Release() // a no-op
+	if !snap.Released() {
+		t.Fatal("Released is false after Release")
+	}
+	if _, err := snap.Restore(other); !errors.Is(err, model.ErrReleased) {
+		t.Fatalf("restore after release: %v, want ErrReleased", err)
+	}
+	if other.FreeSlots() != 1 {
+		t.Fatal("a failed restore kept a state slot")
+	}
+}
+
+func heapAlloc() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
 }

@@ -113,6 +113,7 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	defer pool.Close()
 	res, err := engine.Generate(ctx, m, dev, pool, []engine.Request{req}, engine.Options{StepTokens: len(ids)})
 	if err != nil {
 		return err

@@ -44,7 +44,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	host := fs.String("host", "127.0.0.1", "listen address")
 	port := fs.Int("port", 8080, "listen port")
 	parallel := fs.Int("parallel", 16, "max sequences running at once")
-	kvBudget := fs.String("kv-budget", "1GiB", "KV cache size (bytes, or with KiB/MiB/GiB)")
+	kvBudget := fs.String("kv-budget", "1GiB", "memory for per-sequence state: KV pages, recurrent-state slots and prompt-cache snapshots together (bytes, or with KiB/MiB/GiB)")
+	snapBudget := fs.String("snapshot-budget", "", "share of --kv-budget for prompt-cache snapshots on state-space and hybrid models (default: a quarter)")
 	promptCache := fs.Bool("prompt-cache", true, "reuse prompt state across requests")
 	apiKey := fs.String("api-key", "", "required bearer token(s), comma-separated (default: none); each key sees only its own stored responses and cached prompts")
 	adminKey := fs.String("admin-key", "", "key for POST /v1/cache/reset (also accepted as an API key); with --api-key and no admin key the reset is refused")
@@ -76,6 +77,15 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("serve: --kv-budget: %w", err)
 	}
+	var snaps int64
+	if *snapBudget != "" {
+		if snaps, err = parseBytes(*snapBudget); err != nil {
+			return fmt.Errorf("serve: --snapshot-budget: %w", err)
+		}
+		if snaps >= budget {
+			return fmt.Errorf("serve: --snapshot-budget %s must be less than --kv-budget %s", *snapBudget, *kvBudget)
+		}
+	}
 	storeBudget, err := parseBytes(*storeBytes)
 	if err != nil {
 		return fmt.Errorf("serve: --responses-max-bytes: %w", err)
@@ -96,7 +106,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	rt, err := troupe.Start(ctx, troupe.Options{
 		Model: *dir, ServedName: *name, ChatTemplate: *tmpl, Threads: *threads, Parallel: *parallel,
-		KVBudget: budget, StepTokens: *stepTokens, PromptCache: *promptCache, Logger: log, LoadDelay: *loadDelay,
+		KVBudget: budget, SnapshotBudget: snaps, StepTokens: *stepTokens, PromptCache: *promptCache, Logger: log, LoadDelay: *loadDelay,
 		StallTimeout: *stallTimeout,
 	})
 	if err != nil {

@@ -1,0 +1,11 @@
+//go:build !unix
+
+package offheap
+
+// mapAnon allocates on the Go heap on platforms without syscall.Mmap.
+func mapAnon(size int) ([]byte, error) { return make([]byte, size), nil }
+
+func unmap([]byte) error { return nil }
+
+// OffHeap reports whether blocks live outside the Go heap on this platform.
+const OffHeap = false
