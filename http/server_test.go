@@ -219,6 +219,7 @@ func TestBadInput(t *testing.T) {
 		{"repetition_penalty 0", "/v1/chat/completions", `{` + msgs + `,"repetition_penalty":0}`, 400, "repetition_penalty", "> 0"},
 		{"seed not an integer", "/v1/chat/completions", `{` + msgs + `,"seed":1.5}`, 400, "seed", "seed"},
 		{"n past int32", "/v1/chat/completions", `{` + msgs + `,"n":4294967297}`, 400, "n", "n=1"},
+		{"prompt_cache_key of 1025", "/v1/chat/completions", `{` + msgs + `,"prompt_cache_key":"` + strings.Repeat("k", 1025) + `"}`, 400, "prompt_cache_key", "1024"},
 		{"top_logprobs past int32", "/v1/chat/completions", `{` + msgs + `,"logprobs":true,"top_logprobs":4294967297}`, 400, "top_logprobs", "top_logprobs"},
 		{"tools entry not an object", "/v1/chat/completions", `{` + msgs + `,"tools":[1]}`, 400, "tools[0]", "tools[0]"},
 		{"tool without a function", "/v1/chat/completions", `{` + msgs + `,"tools":[{"type":"function"}]}`, 400, "tools[0].function", "tools[0]"},

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -194,6 +195,18 @@ func ReplyAnthropic(c *fiber.Ctx, log *slog.Logger, err error) error {
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(s))
 	}
 	return Anthropic(c, status, msg)
+}
+
+// MaxPromptCacheKey bounds prompt_cache_key in characters on every API: the
+// key becomes part of the scope every cached snapshot is stored under.
+const MaxPromptCacheKey = 1024
+
+// PromptCacheKey checks a prompt_cache_key's length.
+func PromptCacheKey(key string) error {
+	if n := utf8.RuneCountInString(key); n > MaxPromptCacheKey {
+		return Bad("prompt_cache_key", "prompt_cache_key may have at most %d characters, got %d", MaxPromptCacheKey, n)
+	}
+	return nil
 }
 
 // Number checks an optional number field against [lo, hi] and, when set,

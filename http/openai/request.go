@@ -199,6 +199,9 @@ func chatFromRequest(req *chatRequest) (*chat.Request, error) {
 		r.Kwargs = d
 	}
 	r.Logprobs = req.Logprobs
+	if err := apierr.PromptCacheKey(req.PromptCacheKey); err != nil {
+		return nil, err
+	}
 	r.CacheScope = req.PromptCacheKey
 	if req.TopLogprobs != nil {
 		if *req.TopLogprobs < 0 || *req.TopLogprobs > 20 {

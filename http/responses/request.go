@@ -50,11 +50,10 @@ type reasoning struct {
 // Bounds on what a request stores beyond its input (OpenAI's for
 // metadata).
 const (
-	maxMetadataPairs  = 16
-	maxMetadataKey    = 64
-	maxMetadataValue  = 512
-	maxUser           = 256
-	maxPromptCacheKey = 1024
+	maxMetadataPairs = 16
+	maxMetadataKey   = 64
+	maxMetadataValue = 512
+	maxUser          = 256
 )
 
 // checkStored bounds the client-controlled fields a response keeps or
@@ -78,8 +77,8 @@ func checkStored(req *request) error {
 			return bad("user", "user may have at most %d characters, got %d", maxUser, n)
 		}
 	}
-	if n := utf8.RuneCountInString(req.PromptCacheKey); n > maxPromptCacheKey {
-		return bad("prompt_cache_key", "prompt_cache_key may have at most %d characters, got %d", maxPromptCacheKey, n)
+	if err := apierr.PromptCacheKey(req.PromptCacheKey); err != nil {
+		return err
 	}
 	if req.Reasoning != nil && req.Reasoning.Summary != nil {
 		switch *req.Reasoning.Summary {
