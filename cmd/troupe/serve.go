@@ -56,6 +56,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	storeMax := fs.Int("responses-max", 1024, "most stored Responses-API responses (oldest evicted first)")
 	storeBytes := fs.String("responses-max-bytes", "256MiB", "most bytes of stored Responses-API responses, approximately (oldest evicted first)")
 	loadDelay := fs.Duration("debug-load-delay", 0, "testing: delay the weight load by this long")
+	prepTimeout := fs.Duration("prepare-timeout", 30*time.Second, "longest wait for a preparer to render and tokenize a request (503 past it)")
+	maxInspections := fs.Int("max-inspections", 0, "inspection requests (tokenize, detokenize, apply-template, input_tokens, count_tokens) in flight before 429 (0 = 16 or 2 per preparer)")
+	inspectIn := fs.String("inspect-max-input", "1MiB", "largest inspection input: bytes of text, or that many tokens for /detokenize (413 past it)")
+	inspectOut := fs.String("inspect-max-output", "16MiB", "largest inspection answer in bytes (413 past it)")
 	stallTimeout := fs.Duration("stall-timeout", time.Minute, "queued work waiting this long for an engine step turns /ready to 503 (0: off)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	readTimeout := fs.Duration("read-timeout", 30*time.Second, "longest time to receive one request, headers and body (408 past it)")
@@ -101,13 +105,25 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("serve: --log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	inMax, err := parseBytes(*inspectIn)
+	if err != nil || inMax < 1 {
+		return fmt.Errorf("serve: --inspect-max-input must be a positive size: %q", *inspectIn)
+	}
+	outMax, err := parseBytes(*inspectOut)
+	if err != nil || outMax < 1 {
+		return fmt.Errorf("serve: --inspect-max-output must be a positive size: %q", *inspectOut)
+	}
+	if *prepTimeout <= 0 || *maxInspections < 0 {
+		return errors.New("serve: --prepare-timeout must be > 0 and --max-inspections >= 0")
+	}
 	if *stallTimeout == 0 {
 		*stallTimeout = -1 // the runtime's "off"
 	}
 	rt, err := troupe.Start(ctx, troupe.Options{
 		Model: *dir, ServedName: *name, ChatTemplate: *tmpl, Threads: *threads, Parallel: *parallel,
 		KVBudget: budget, SnapshotBudget: snaps, StepTokens: *stepTokens, PromptCache: *promptCache, Logger: log, LoadDelay: *loadDelay,
-		StallTimeout: *stallTimeout,
+		StallTimeout: *stallTimeout, PrepareTimeout: *prepTimeout, MaxInspections: *maxInspections,
+		InspectMaxInput: int(inMax), InspectMaxOutput: int(outMax),
 	})
 	if err != nil {
 		return err

@@ -71,6 +71,10 @@ func TestServeConnectionFlags(t *testing.T) {
 		{"--shutdown-timeout", "-1s"},
 		{"--max-header-bytes", "100"},
 		{"--max-conns", "-1"},
+		{"--prepare-timeout", "0s"},
+		{"--max-inspections", "-1"},
+		{"--inspect-max-input", "0"},
+		{"--inspect-max-output", "lots"},
 	} {
 		_, err := runCLI(t, append([]string{"serve", "--port", "0"}, args...)...)
 		if err == nil || !strings.Contains(err.Error(), args[0]) {
