@@ -275,7 +275,7 @@ func randomTraffic(t *testing.T, m model.Model, cache bool, seed uint64) {
 			continue
 		}
 		checked++
-		alone := engine.New(m, ref.Device{}, tinyPoolFor(t, m, 64), engine.Options{})
+		alone := engine.New(m, ref.Device{}, tinyPool(t, m, 64), engine.Options{})
 		if want := drive(t, alone, []engine.Request{plan[i].req}, 1000)[0]; !slices.Equal(out[id], want) {
 			t.Errorf("request %d under traffic\n got %v\nwant %v", i, out[id], want)
 		}
@@ -288,13 +288,4 @@ func randomTraffic(t *testing.T, m model.Model, cache bool, seed uint64) {
 		t.Errorf("%d of %d state slots leaked", slots-pool.FreeSlots(), slots)
 	}
 	t.Logf("%d requests, %d refused, %d cancelled, %+v", n, refused, len(cancelled), e.Stats())
-}
-
-func tinyPoolFor(t *testing.T, m model.Model, pages int) *kvcache.Pool {
-	t.Helper()
-	p, err := kvcache.NewPool(model.PoolLayout(m.Cache()), 4, pages, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }

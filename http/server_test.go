@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	nethttp "net/http"
 	"os"
 	"path/filepath"
@@ -32,31 +30,16 @@ type server struct {
 	url string
 }
 
-// start runs a runtime and its HTTP server on a loopback port.
+// start runs a runtime and its HTTP server on a loopback port, with the
+// tests' defaults (4 running sequences, 64 MiB of KV, one thread).
 func start(t *testing.T, opts troupe.Options, cfg troupehttp.Config) *server {
 	t.Helper()
 	if cfg.Parallel == 0 {
 		cfg.Parallel = 4
 	}
 	opts.Parallel = cfg.Parallel
-	opts.Threads = 1
 	opts.KVBudget = 64 << 20
-	opts.Logger = slog.New(slog.DiscardHandler)
-	rt, err := troupe.Start(context.Background(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := troupehttp.New(rt, cfg)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.App.Listener(ln)
-	t.Cleanup(func() {
-		srv.Shutdown(5 * time.Second)
-		rt.Close()
-	})
-	return &server{rt: rt, url: "http://" + ln.Addr().String()}
+	return startWith(t, opts, cfg, nil)
 }
 
 func (s *server) waitReady(t *testing.T) {
