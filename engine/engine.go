@@ -134,6 +134,11 @@ type Engine struct {
 	// preempted records that this step preempted a sequence (admission
 	// then waits for the next step).
 	preempted bool
+	// admitBlocked records that the first waiting request could not get
+	// its pages even after reusing its cached prefix; admission waits until
+	// a sequence ends or is preempted (nothing else frees pages), so the
+	// cache is not looked up, pinned and released again every step.
+	admitBlocked bool
 	index     *kvcache.Index        // prefix cache of dense-KV models; nil when off
 	snaps     *kvcache.SnapshotPool // snapshot cache of the others; nil when off
 }
@@ -256,6 +261,7 @@ func (e *Engine) Cancel(id SeqID) bool {
 }
 
 func (e *Engine) drop(s *seq) {
+	e.admitBlocked = false
 	e.donate(s)
 	e.pool.Free(&s.kv)
 	delete(e.byID, s.id)
@@ -426,6 +432,7 @@ func (e *Engine) preempt(s *seq) {
 	e.waiting = append([]*seq{s}, e.waiting...)
 	e.stats.Preemptions++
 	e.preempted = true
+	e.admitBlocked = false
 }
 
 // Step runs one forward pass and returns its events (nil when idle). The
@@ -475,7 +482,7 @@ func (e *Engine) Step() ([]Event, error) {
 	}
 	// 3. Admission, unless this step had to preempt: readmitting what was
 	// just preempted would only thrash.
-	for budget > 0 && !e.preempted && len(e.waiting) > 0 && len(e.running) < e.opt.MaxRunning {
+	for budget > 0 && !e.preempted && !e.admitBlocked && len(e.waiting) > 0 && len(e.running) < e.opt.MaxRunning {
 		s := e.waiting[0]
 		n := min(budget, len(s.tokens))
 		free := e.pool.FreePages()
@@ -495,6 +502,7 @@ func (e *Engine) Step() ([]Event, error) {
 			s.fed, s.admitted = 0, false
 			e.running = e.running[:len(e.running)-1]
 			e.waiting = append([]*seq{s}, e.waiting...)
+			e.admitBlocked = true
 			break
 		}
 		if cached > 0 {
