@@ -139,8 +139,8 @@ type Engine struct {
 	// a sequence ends or is preempted (nothing else frees pages), so the
 	// cache is not looked up, pinned and released again every step.
 	admitBlocked bool
-	index     *kvcache.Index        // prefix cache of dense-KV models; nil when off
-	snaps     *kvcache.SnapshotPool // snapshot cache of the others; nil when off
+	index        *kvcache.Index        // prefix cache of dense-KV models; nil when off
+	snaps        *kvcache.SnapshotPool // snapshot cache of the others; nil when off
 }
 
 func grow(s []float32, n int) []float32 {
