@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/troupe-ai/troupe/gpu"
@@ -58,6 +60,16 @@ func cmdModelInit(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
+	// Write into a temporary folder beside the destination and rename it
+	// at the end: the destination never holds half a model, and a failed
+	// init leaves nothing behind.
+	final := *out
+	staging, err := stage(final)
+	if err != nil {
+		return fmt.Errorf("model init: %w", err)
+	}
+	defer os.RemoveAll(staging) // gone after the rename; cleans up a failure
+	*out = staging
 	opt := checkpoint.Options{Seed: *seed}
 	switch *dtype {
 	case "f32":
@@ -104,6 +116,45 @@ func cmdModelInit(args []string, stdout, stderr io.Writer) error {
 	if err := checkpoint.Write(*out, cfg, opt); err != nil {
 		return fmt.Errorf("model init: %w", err)
 	}
-	fmt.Fprintf(stdout, "wrote %s\n", *out)
+	// An empty destination folder (checked by stage) makes way: os.Rename
+	// does not replace directories.
+	if err := os.Remove(final); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("model init: %w", err)
+	}
+	if err := os.Rename(staging, final); err != nil {
+		return fmt.Errorf("model init: %w", err)
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", final)
 	return nil
+}
+
+// stage checks that dir can receive a new model (it does not exist yet, or
+// is an empty folder) and returns a fresh temporary folder beside it,
+// creating dir's parent folders as needed.
+func stage(dir string) (string, error) {
+	if st, err := os.Stat(dir); err == nil {
+		if !st.IsDir() {
+			return "", fmt.Errorf("--out %s is a file, not a folder", dir)
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return "", err
+		}
+		if len(entries) > 0 {
+			return "", fmt.Errorf("--out %s already exists and is not empty; choose a new folder or remove it", dir)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	parent := filepath.Dir(filepath.Clean(dir))
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(filepath.Clean(dir))+".tmp-")
+	if err != nil {
+		return "", err
+	}
+	// MkdirTemp makes the folder 0700; a model folder is as readable as
+	// any other.
+	return tmp, os.Chmod(tmp, 0o755)
 }

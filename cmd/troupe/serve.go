@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -38,7 +39,7 @@ func envFlags(fs *flag.FlagSet, set map[string]bool) error {
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("model", "", "model folder; default: the built-in demo model")
+	dir := fs.String("model", "", "model folder (or give it as the argument: serve DIR); default: the built-in demo model")
 	name := fs.String("served-model-name", "", "model name in the API (default: the folder's name)")
 	tmpl := fs.String("chat-template", "", "chat template file overriding the model's")
 	host := fs.String("host", "127.0.0.1", "listen address")
@@ -69,12 +70,34 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxConns := fs.Int("max-conns", 0, "most open connections; more wait in the listen backlog (0 = three quarters of the open file limit)")
 	stall := fs.Duration("stream-stall-timeout", 30*time.Second, "cancel a stream whose client reads nothing for this long")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cut")
-	if err := fs.Parse(args); err != nil {
-		return err
+	// Flags may come before or after the model (serve DIR --port 9000, as
+	// vllm serve and ollama run take it): Go's flag parsing stops at the
+	// first argument, so parse again after each one.
+	var positional []string
+	for rest := args; ; {
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		if rest = fs.Args(); len(rest) == 0 {
+			break
+		}
+		positional, rest = append(positional, rest[0]), rest[1:]
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case len(positional) > 1:
+		return fmt.Errorf("serve: unexpected argument %q: give one model folder (serve [DIR] [flags])", positional[1])
+	case len(positional) == 1 && set["model"] && *dir != positional[0]:
+		return fmt.Errorf("serve: two models given, %q and --model %q", positional[0], *dir)
+	case len(positional) == 1:
+		*dir = positional[0]
+		set["model"] = true
+	}
 	if err := envFlags(fs, set); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if err := checkModelDir(*dir); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	budget, err := parseBytes(*kvBudget)
@@ -146,9 +169,19 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log.Info("troupe listening", "addr", ln.Addr().String(), "model", rt.Name())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	loadErr := make(chan string, 1)
+	go watchLoad(ctx, rt, loadErr)
 	select {
 	case err := <-errc:
 		return err
+	case cause := <-loadErr:
+		// A server whose model cannot load only answers 503: stop, and
+		// say why, rather than look healthy to a supervisor.
+		log.Error("the model failed to load; stopping", "err", cause)
+		if err := srv.Shutdown(time.Second); err != nil {
+			log.Warn("shutdown", "err", err)
+		}
+		return fmt.Errorf("serve: the model failed to load: %s", cause)
 	case <-ctx.Done():
 		log.Info("shutting down: finishing in-flight requests", "timeout", *shutdownTimeout)
 		if err := srv.Shutdown(*shutdownTimeout); err != nil {
@@ -156,6 +189,76 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return nil
 	}
+}
+
+// watchLoad polls the runtime's load status until the model is ready (then
+// it returns) or has failed (then it sends the cause).
+func watchLoad(ctx context.Context, rt *troupe.Runtime, failed chan<- string) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := rt.Status(sctx)
+		cancel()
+		switch {
+		case err != nil:
+			continue // busy or stopping: ask again
+		case st.Ready:
+			return
+		case st.Error != "":
+			failed <- st.Error
+			return
+		}
+	}
+}
+
+// checkModelDir names what is wrong with a model folder before anything
+// starts: a missing folder, a file given for a folder (a GGUF file, or the
+// weights alone), or a folder without config.json or tokenizer.json. ""
+// is the built-in demo model.
+func checkModelDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("the model folder %s does not exist", dir)
+	case err != nil:
+		return fmt.Errorf("cannot read the model folder: %w", err)
+	case !st.IsDir():
+		head := make([]byte, 4)
+		if f, err := os.Open(dir); err == nil {
+			io.ReadFull(f, head)
+			f.Close()
+		}
+		switch {
+		case string(head) == "GGUF" || strings.HasSuffix(strings.ToLower(dir), ".gguf"):
+			return fmt.Errorf("%s is a GGUF file: troupe serves Hugging Face model folders (config.json, *.safetensors, tokenizer.json); GGUF files are not supported yet", dir)
+		case strings.HasSuffix(dir, ".safetensors"):
+			return fmt.Errorf("%s is a weights file: give the folder that holds it with config.json and tokenizer.json", dir)
+		}
+		return fmt.Errorf("%s is a file, not a model folder (config.json, *.safetensors, tokenizer.json)", dir)
+	}
+	for _, need := range []struct{ file, why string }{
+		{"config.json", "not a Hugging Face model folder"},
+		{"tokenizer.json", "troupe reads the Hugging Face fast tokenizer file"},
+	} {
+		f, err := os.Open(filepath.Join(dir, need.file))
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("the model folder %s has no %s (%s)", dir, need.file, need.why)
+		}
+		if err != nil {
+			return fmt.Errorf("cannot read the model folder: %w", err)
+		}
+		f.Close()
+	}
+	return nil
 }
 
 // parseBytes reads "1GiB", "512MiB", "1048576".

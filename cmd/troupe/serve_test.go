@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestEnvFlags(t *testing.T) {
@@ -81,4 +86,141 @@ func TestServeConnectionFlags(t *testing.T) {
 			t.Errorf("%v: error %v, want one naming %s", args, err, args[0])
 		}
 	}
+}
+
+// TestServeRefusesBadModels: a model that cannot load stops serve with a
+// non-zero exit and a message naming the real problem, before it listens
+// (a missing folder, a file, a folder without config.json or
+// tokenizer.json) or once the load fails (no weights).
+func TestServeRefusesBadModels(t *testing.T) {
+	tmp := t.TempDir()
+	noTok := filepath.Join(tmp, "no-tokenizer")
+	os.MkdirAll(noTok, 0o755)
+	os.WriteFile(filepath.Join(noTok, "config.json"), []byte(`{}`), 0o644)
+	noCfg := filepath.Join(tmp, "no-config")
+	os.MkdirAll(noCfg, 0o755)
+	gguf := filepath.Join(tmp, "model.bin")
+	os.WriteFile(gguf, []byte("GGUF\x03\x00\x00\x00"), 0o644)
+	weights := filepath.Join(tmp, "model.safetensors")
+	os.WriteFile(weights, []byte("{}"), 0o644)
+	noWeights := filepath.Join(tmp, "no-weights")
+	os.MkdirAll(noWeights, 0o755)
+	model := servableDir(t)
+	for _, f := range []string{"config.json", "tokenizer.json", "tokenizer_config.json"} {
+		b, err := os.ReadFile(filepath.Join(model, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(noWeights, f), b, 0o644)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing folder", []string{"--model", filepath.Join(tmp, "nope")}, "does not exist"},
+		{"missing folder as the argument", []string{filepath.Join(tmp, "nope")}, "does not exist"},
+		{"no tokenizer.json", []string{noTok}, "no tokenizer.json"},
+		{"no config.json", []string{noCfg}, "no config.json"},
+		{"a GGUF file", []string{gguf}, "GGUF"},
+		{"the weights file", []string{weights}, "give the folder"},
+		{"no weights: the load fails", []string{noWeights}, "failed to load"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() {
+				_, err := runCLI(t, append([]string{"serve", "--port", "0", "--threads", "1", "--kv-budget", "8MiB"}, tc.args...)...)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("serve %v: %v, want an error mentioning %q", tc.args, err, tc.want)
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatalf("serve %v still running after 60s", tc.args)
+			}
+		})
+	}
+}
+
+// TestServeModelArgument: the model may be the argument, with flags before
+// or after it (serve DIR --port N, as vllm serve and ollama run take it);
+// a second argument, or a different --model beside it, is refused.
+func TestServeModelArgument(t *testing.T) {
+	model := servableDir(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // "" = it serves
+	}{
+		{"flags after the model", []string{model, "--port", "0", "--threads", "1"}, ""},
+		{"flags before and after", []string{"--threads", "1", model, "--port", "0"}, ""},
+		{"the same model twice", []string{"--model", model, model, "--port", "0"}, ""},
+		{"two models", []string{model, "--port", "0", "other"}, `unexpected argument "other"`},
+		{"a different --model", []string{"--model", t.TempDir(), model}, "two models"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var out, errOut syncWriter
+			done := make(chan error, 1)
+			go func() { done <- run(ctx, append([]string{"serve"}, tc.args...), &out, &errOut) }()
+			if tc.want != "" {
+				err := <-done
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("serve %v: %v, want an error mentioning %q", tc.args, err, tc.want)
+				}
+				return
+			}
+			deadline := time.Now().Add(60 * time.Second)
+			for !strings.Contains(errOut.String(), "troupe listening") {
+				select {
+				case err := <-done:
+					t.Fatalf("serve %v ended: %v\n%s", tc.args, err, errOut.String())
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("serve %v did not listen:\n%s", tc.args, errOut.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if !strings.Contains(errOut.String(), "model="+filepath.Base(model)) {
+				t.Errorf("serve %v did not serve %s:\n%s", tc.args, model, errOut.String())
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve %v after shutdown: %v", tc.args, err)
+			}
+		})
+	}
+}
+
+// servableDir is a tiny model with a byte-level tokenizer: a complete
+// model folder.
+func servableDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "tiny")
+	if _, err := runCLI(t, "model", "init", "--preset", "tiny", "--byte-tokenizer", "--seed", "3", "--out", dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// syncWriter is a buffer safe for serve's goroutines.
+type syncWriter struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
