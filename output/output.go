@@ -32,6 +32,11 @@ type Options struct {
 	// Prompt is the rendered prompt: if it ends inside an opened <think>
 	// block, the output starts as reasoning.
 	Prompt string
+	// PromptIDs are the prompt's token ids. When they end in visible text,
+	// the output is decoded as its continuation (see
+	// tokenizer.NewContinuationDecoder); when they are empty or only special
+	// tokens, the output starts the text.
+	PromptIDs []int32
 	// Reasoning enables <think> separation (templates that think).
 	Reasoning bool
 	// Tools enables tool-call parsing; tool-call text is then held back from
@@ -65,7 +70,14 @@ type Processor struct {
 
 // New returns a processor decoding with tok.
 func New(tok *tokenizer.Tokenizer, opts Options) *Processor {
-	p := &Processor{dec: tok.NewStreamDecoder(true), opts: opts}
+	// Output that continues visible prompt text keeps its first token's
+	// leading space on SentencePiece tokenizers, as vLLM and llama.cpp
+	// return it (they decode with the prompt's last tokens as prefix).
+	dec := tok.NewStreamDecoder(true)
+	if tail := opts.PromptIDs[max(0, len(opts.PromptIDs)-8):]; tok.Decode(tail, true) != "" {
+		dec = tok.NewContinuationDecoder(true)
+	}
+	p := &Processor{dec: dec, opts: opts}
 	if opts.Reasoning {
 		open, cl := strings.LastIndex(opts.Prompt, thinkOpen), strings.LastIndex(opts.Prompt, thinkClose)
 		p.thinking = open >= 0 && open > cl

@@ -211,6 +211,15 @@ func (f *fuseStage) push(s string, _ bool, emit emitFn) {
 
 func (f *fuseStage) flush(emitFn) {}
 
+// continuer is a stage whose output differs at the start of the text (the
+// first token's leading space dropped): continueText makes it treat what
+// follows as the middle of a text.
+type continuer interface{ continueText() }
+
+func (f *fuseStage) continueText()      { f.seen = true }
+func (m *metaspaceStage) continueText() { m.tokens = 1 }
+func (b *byteLevelStage) continueText() { b.seen = true }
+
 // stripStage removes up to start leading and stop trailing content
 // characters from each token.
 type stripStage struct {

@@ -39,6 +39,22 @@ func (t *Tokenizer) NewStreamDecoder(skipSpecial bool) *StreamDecoder {
 	return d
 }
 
+// NewContinuationDecoder starts a stream of ids that continue earlier text,
+// such as a generation after its prompt: the decoder's start-of-text rules
+// (SentencePiece decoders drop the first token's leading space) do not
+// apply. This is what vLLM's incremental detokenizer gives by decoding with
+// the prompt's last tokens as prefix: "Lily was" continues " a little
+// girl", not "a little girl".
+func (t *Tokenizer) NewContinuationDecoder(skipSpecial bool) *StreamDecoder {
+	d := t.NewStreamDecoder(skipSpecial)
+	for _, st := range d.stages {
+		if c, ok := st.(continuer); ok {
+			c.continueText()
+		}
+	}
+	return d
+}
+
 // Add feeds one id and returns the newly settled text (possibly "").
 func (d *StreamDecoder) Add(id int32) string {
 	var sb strings.Builder

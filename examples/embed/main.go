@@ -42,7 +42,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	out := output.New(stream.Prepared.Assets.Tokenizer, output.Options{Prompt: stream.Prepared.Prepared.Prompt})
+	out := output.New(stream.Prepared.Assets.Tokenizer, output.Options{Prompt: stream.Prepared.Prepared.Prompt, PromptIDs: stream.Prepared.Prepared.IDs})
 	fmt.Printf("prompt (%d tokens): %q\n", len(stream.Prepared.Prepared.IDs), stream.Prepared.Prepared.Prompt)
 	fmt.Print("answer (the demo model's words are noise): ")
 	for ev := range stream.Events {

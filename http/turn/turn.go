@@ -106,7 +106,7 @@ func Start(rt *troupe.Runtime, r *chat.Request, opts Options) (*Turn, error) {
 	}
 	t := &Turn{Stream: s, Request: r, Prepared: prep, PromptTokens: len(prep.IDs), rt: rt, cancel: cancel, start: opts.Arrival, life: opts.Context}
 	t.proc = output.New(s.Prepared.Assets.Tokenizer, output.Options{
-		Stop: r.Stop, Prompt: prep.Prompt, Reasoning: opts.Reasoning && prep.Reasoning, Tools: r.Tools != nil,
+		Stop: r.Stop, Prompt: prep.Prompt, PromptIDs: prep.IDs, Reasoning: opts.Reasoning && prep.Reasoning, Tools: r.Tools != nil,
 	})
 	return t, nil
 }
