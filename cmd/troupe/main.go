@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 )
 
@@ -23,12 +24,40 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "troupe:", err)
-		}
-		os.Exit(1)
+	if code := exitCode(err); code != 0 {
+		fmt.Fprintln(os.Stderr, "troupe:", err)
+		os.Exit(code)
 	}
+}
+
+// exitCode is the process's exit status for run's error: 0 for success and
+// for a help request (-h), 1 otherwise.
+func exitCode(err error) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 1
+}
+
+// version names this build: the module version and, when built from a git
+// checkout, the commit.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "troupe (unknown build)"
+	}
+	v := "troupe " + info.Main.Version
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v += " " + s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				v += " (modified)"
+			}
+		}
+	}
+	return v + " " + info.GoVersion
 }
 
 const usage = `usage: troupe <command> [flags]
@@ -41,6 +70,7 @@ commands:
   tokenize     JSON lines {"text"} on stdin -> ids, tokens, byte offsets (--tokenizer DIR)
   detokenize   JSON lines {"ids"} on stdin -> text (--tokenizer DIR)
   render       JSON lines {"messages", ...} on stdin -> chat-template prompt (--template FILE | --model DIR)
+  version      print the build's version
 
 Run 'troupe <command> -h' for a command's flags.
 `
@@ -68,6 +98,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return errors.New("usage: troupe model init (--preset NAME | --config FILE) --out DIR")
 		}
 		return cmdModelInit(args[2:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, version())
+		return nil
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

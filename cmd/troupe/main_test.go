@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -220,5 +221,31 @@ func TestModelInitByteTokenizer(t *testing.T) {
 	}
 	if _, err := runCLI(t, "model", "init", "--arch", "mamba", "--byte-tokenizer", "--tokenizer", out, "--out", t.TempDir()); err == nil {
 		t.Fatal("--byte-tokenizer with --tokenizer accepted")
+	}
+}
+
+// TestHelpAndVersion: -h on any command is a success (exit 0), serve's help
+// hides the testing flags and says how TROUPE_* sets flags, and --version
+// names the build.
+func TestHelpAndVersion(t *testing.T) {
+	for _, args := range [][]string{{"serve", "-h"}, {"generate", "--help"}, {"bench", "-h"}, {"model", "init", "-h"}, {"--help"}} {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), args, &out, &errOut)
+		if code := exitCode(err); code != 0 {
+			t.Errorf("%v: exit %d (%v)", args, code, err)
+		}
+		if args[0] == "serve" {
+			help := errOut.String()
+			if !strings.Contains(help, "TROUPE_") || !strings.Contains(help, "-kv-budget") || strings.Contains(help, "debug-load-delay") {
+				t.Errorf("serve -h:\n%s", help)
+			}
+		}
+	}
+	out, err := runCLI(t, "--version")
+	if err != nil || !strings.HasPrefix(out, "troupe ") {
+		t.Errorf("--version: %q %v", out, err)
+	}
+	if code := exitCode(errors.New("boom")); code != 1 {
+		t.Errorf("an error exits %d", code)
 	}
 }

@@ -70,6 +70,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxConns := fs.Int("max-conns", 0, "most open connections; more wait in the listen backlog (0 = three quarters of the open file limit)")
 	stall := fs.Duration("stream-stall-timeout", 30*time.Second, "cancel a stream whose client reads nothing for this long")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cut")
+	fs.Usage = func() { serveUsage(fs) }
 	// Flags may come before or after the model (serve DIR --port 9000, as
 	// vllm serve and ollama run take it): Go's flag parsing stops at the
 	// first argument, so parse again after each one.
@@ -189,6 +190,24 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return nil
 	}
+}
+
+// serveUsage prints serve's flags, less the testing ones (debug-*), and
+// how the environment sets them.
+func serveUsage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprint(w, "usage: troupe serve [DIR] [flags]   (flags may also follow DIR)\n\n"+
+		"Serves DIR (a Hugging Face model folder), or the built-in demo model.\n"+
+		"Every flag can also be set as TROUPE_<FLAG>, dashes as underscores\n"+
+		"(TROUPE_KV_BUDGET=2GiB, TROUPE_API_KEY=...); the command line wins.\n\nflags:\n")
+	shown := flag.NewFlagSet("serve", flag.ContinueOnError)
+	shown.SetOutput(w)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !strings.HasPrefix(f.Name, "debug-") {
+			shown.Var(f.Value, f.Name, f.Usage)
+		}
+	})
+	shown.PrintDefaults()
 }
 
 // watchLoad polls the runtime's load status until the model is ready (then
