@@ -140,7 +140,9 @@ func Start(ctx context.Context, opts Options) (*Runtime, error) {
 		log = slog.Default()
 	}
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return log.With("lib", "protoactor")
+		// protoactor narrates its life at INFO (system started, dead
+		// letters); an operator wants its warnings and errors only.
+		return slog.New(minLevel{Handler: log.Handler(), min: slog.LevelWarn}).With("lib", "protoactor")
 	}),
 		// Expected dead letters (answers to requesters that left) are not
 		// logged at all (actors/deadletter.go); the rest at most 3 a minute.
@@ -251,6 +253,24 @@ func (l *limitsLoader) LoadModel(ctx context.Context, phase func(string)) (model
 		l.limits.Store(&lim)
 	}
 	return m, dev, pool, err
+}
+
+// minLevel passes on records at min or above only.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(attrs), h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.min}
 }
 
 var spawnCount atomic.Uint64

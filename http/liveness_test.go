@@ -161,7 +161,9 @@ func TestStallWatchdog(t *testing.T) {
 
 // TestNoDeadLetterFlood: clients that leave mid-stream make the scheduler
 // answer requesters that are gone; that is ordinary traffic and must not
-// log a [DeadLetter] line per token.
+// log a [DeadLetter] line per token. protoactor's own INFO narration
+// (system started, dead letters) stays out of the log too: only its
+// warnings and errors reach it.
 func TestNoDeadLetterFlood(t *testing.T) {
 	logs := &syncBuffer{}
 	s := startWith(t, troupe.Options{KVBudget: 64 << 20, Parallel: 4}, troupehttp.Config{Parallel: 4}, logs)
@@ -182,6 +184,11 @@ func TestNoDeadLetterFlood(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if n := strings.Count(logs.String(), "[DeadLetter]"); n > 0 {
 		t.Errorf("%d [DeadLetter] log lines:\n%s", n, logs.String())
+	}
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "lib=protoactor") && strings.Contains(line, "level=INFO") {
+			t.Errorf("protoactor INFO line in the log: %s", line)
+		}
 	}
 }
 
