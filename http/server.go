@@ -205,8 +205,15 @@ func New(rt *troupe.Runtime, cfg Config) *Server {
 	return s
 }
 
-// count records every request by route and status.
+// count records every request by route and status, and logs one line per
+// request when its answer is complete (a stream's when it ends): method,
+// route, status, duration and, for generations, prompt, cached and
+// generated tokens, time to first token and finish reason. Probes
+// (/health, /ready, /metrics) log at debug level.
 func (s *Server) count(c *fiber.Ctx) error {
+	start := time.Now()
+	rec := &turn.Record{}
+	c.SetUserContext(turn.WithRecord(c.UserContext(), rec))
 	err := c.Next()
 	status := c.Response().StatusCode()
 	var fe *fiber.Error
@@ -218,6 +225,33 @@ func (s *Server) count(c *fiber.Ctx) error {
 		route = "unmatched"
 	}
 	s.rt.Metrics().Requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	level := slog.LevelInfo
+	switch route {
+	case "/health", "/ready", "/metrics":
+		level = slog.LevelDebug
+	}
+	if !s.log.Enabled(context.Background(), level) {
+		return err
+	}
+	method := strings.Clone(c.Method()) // fiber's strings live only as long as c
+	logLine := func() {
+		attrs := []slog.Attr{slog.String("method", method), slog.String("route", route), slog.Int("status", status),
+			slog.Duration("duration", time.Since(start).Round(time.Microsecond))}
+		if f := rec.Fields(); f.Generated {
+			attrs = append(attrs, slog.Int("prompt_tokens", f.PromptTokens), slog.Int("cached_tokens", f.CachedTokens),
+				slog.Int("generated_tokens", f.GeneratedTokens), slog.Duration("ttft", f.TTFT.Round(time.Microsecond)),
+				slog.String("finish", f.Finish))
+			if f.Err != "" {
+				attrs = append(attrs, slog.String("error", f.Err))
+			}
+		}
+		s.log.LogAttrs(context.Background(), level, "request", attrs...)
+	}
+	if turn.Streaming(c) {
+		rec.OnStreamEnd(logLine) // the stream runs after this returns
+	} else {
+		logLine()
+	}
 	return err
 }
 
@@ -326,7 +360,8 @@ func (s *Server) admit(c *fiber.Ctx) error {
 	// The request's lifetime: ended when its client leaves (watched while
 	// the handler runs; a stream notices through its writes) or at the
 	// shutdown deadline, and when its slot is released.
-	life, end := context.WithCancelCause(s.life)
+	// The request's access-log record (see count) rides along.
+	life, end := context.WithCancelCause(turn.WithRecord(s.life, turn.RecordFrom(c.UserContext())))
 	c.SetUserContext(life)
 	turn.SetTransport(c, s.tr)
 	// Streams finish after the handler returns; they release the slot

@@ -73,6 +73,8 @@ type Turn struct {
 	rt          *troupe.Runtime
 	life        context.Context // the request's lifetime (nil: none)
 	proc        *output.Processor
+	rec         *Record       // the request's access-log record (nil: none)
+	ttft        time.Duration // arrival to the first token
 	cancel      context.CancelFunc
 	start, last time.Time
 }
@@ -105,6 +107,7 @@ func Start(rt *troupe.Runtime, r *chat.Request, opts Options) (*Turn, error) {
 		opts.Arrival = time.Now()
 	}
 	t := &Turn{Stream: s, Request: r, Prepared: prep, PromptTokens: len(prep.IDs), rt: rt, cancel: cancel, start: opts.Arrival, life: opts.Context}
+	t.rec = RecordFrom(opts.Context)
 	t.proc = output.New(s.Prepared.Assets.Tokenizer, output.Options{
 		Stop: r.Stop, Prompt: prep.Prompt, PromptIDs: prep.IDs, Reasoning: opts.Reasoning && prep.Reasoning, Tools: r.Tools != nil,
 	})
@@ -128,6 +131,7 @@ func (t *Turn) ErrStatus() int {
 func (t *Turn) Close() {
 	t.Stream.Cancel()
 	t.cancel()
+	t.rec.fill(t)
 }
 
 // Absorb processes one token event and returns the text that became final;
@@ -143,7 +147,8 @@ func (t *Turn) Absorb(ev *actors.TokenEvent) (d output.Delta, tok *actors.TokenE
 		now := time.Now()
 		m := t.rt.Metrics()
 		if t.Tokens == 0 {
-			m.TTFT.Observe(now.Sub(t.start).Seconds())
+			t.ttft = now.Sub(t.start)
+			m.TTFT.Observe(t.ttft.Seconds())
 		} else {
 			m.InterToken.Observe(now.Sub(t.last).Seconds())
 		}
@@ -282,7 +287,7 @@ func SetRelease(c *fiber.Ctx, f func()) { c.Locals(localRelease, f) }
 // ReleaseIfNotStreaming frees the slot of a request that answered without a
 // stream (a stream frees it when it ends).
 func ReleaseIfNotStreaming(c *fiber.Ctx) {
-	if s, _ := c.Locals(localStreaming).(bool); !s {
+	if !Streaming(c) {
 		release(c)()
 	}
 }
@@ -332,6 +337,7 @@ func Context(c *fiber.Ctx) context.Context { return c.UserContext() }
 func SSE(c *fiber.Ctx, t *Turn, body func(w *bufio.Writer)) error {
 	c.Locals(localStreaming, true)
 	done := release(c)
+	rec := RecordFrom(Context(c))
 	tr, _ := c.Locals(localTransport).(*Transport)
 	if tr == nil {
 		tr = &Transport{}
@@ -345,6 +351,7 @@ func SSE(c *fiber.Ctx, t *Turn, body func(w *bufio.Writer)) error {
 	c.Set(fiber.HeaderConnection, "keep-alive")
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer done()
+		defer rec.streamEnded() // after the turn closed: its figures are in
 		defer t.Close()
 		defer func() {
 			if r := recover(); r != nil && tr.Log != nil {
