@@ -380,12 +380,11 @@ func (r *Runtime) request(ctx context.Context, pid *actor.PID, msg any) (any, er
 // most PrepareTimeout (or until ctx ends): past it the error is
 // *actors.TimedOut.
 func (r *Runtime) Prepare(ctx context.Context, req *chat.Request, inspect bool) (*actors.Prepared, error) {
-	if inspect {
-		if n := requestBytes(req); n > r.opts.InspectMaxInput {
-			return nil, &actors.TooLarge{What: "the input", Size: n, Limit: r.opts.InspectMaxInput, Unit: "bytes of text"}
-		}
+	size := requestBytes(req)
+	if inspect && size > r.opts.InspectMaxInput {
+		return nil, &actors.TooLarge{What: "the input", Size: size, Limit: r.opts.InspectMaxInput, Unit: "bytes of text"}
 	}
-	out, err := r.prepare(ctx, "req-", req, func(id string) *actors.Prepare {
+	out, err := r.prepare(ctx, "req-", size, func(id string) *actors.Prepare {
 		return &actors.Prepare{ID: id, Request: req, PromptCache: r.opts.PromptCache, InspectOnly: inspect}
 	})
 	if err != nil {
@@ -400,8 +399,9 @@ func (r *Runtime) Prepare(ctx context.Context, req *chat.Request, inspect bool) 
 // prepare sends one Prepare to an idle preparer and waits for its answer.
 // A preparer is given back to the idle set only once it has answered, even
 // when the caller stopped waiting, so later requests are never queued
-// behind a preparation still running.
-func (r *Runtime) prepare(ctx context.Context, prefix string, req *chat.Request, msg func(id string) *actors.Prepare) (*actors.Prepared, error) {
+// behind a preparation still running. size is the request's text in bytes
+// (requestBytes): big ones wait for a big-preparation slot.
+func (r *Runtime) prepare(ctx context.Context, prefix string, size int, msg func(id string) *actors.Prepare) (*actors.Prepared, error) {
 	timeout := r.opts.PrepareTimeout
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -411,7 +411,7 @@ func (r *Runtime) prepare(ctx context.Context, prefix string, req *chat.Request,
 		}
 		return fmt.Errorf("prepare: %w", ctx.Err())
 	}
-	big := requestBytes(req) > r.opts.BigPrepareBytes
+	big := size > r.opts.BigPrepareBytes
 	if big {
 		select {
 		case r.big <- struct{}{}:
@@ -503,7 +503,7 @@ func textBytes(v any) int {
 // prefilled from the best snapshot and stored, when the scheduler is idle.
 // It returns once the job is queued; errors only mean no warm-up.
 func (r *Runtime) WarmUp(ctx context.Context, req *chat.Request, reply string) error {
-	out, err := r.prepare(ctx, "warm-", req, func(id string) *actors.Prepare {
+	out, err := r.prepare(ctx, "warm-", requestBytes(req), func(id string) *actors.Prepare {
 		return &actors.Prepare{ID: id, Request: req, PromptCache: r.opts.PromptCache, WarmUpReply: &reply}
 	})
 	if err != nil {
