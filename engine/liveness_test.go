@@ -107,17 +107,7 @@ func drive(t *testing.T, e *engine.Engine, reqs []engine.Request, maxSteps int) 
 		if steps == maxSteps {
 			t.Fatalf("not idle after %d steps: %+v", steps, e.Stats())
 		}
-		for _, ev := range stepWithin(t, e, 10*time.Second) {
-			if ev.HasToken {
-				out[ev.Seq] = append(out[ev.Seq], ev.Token)
-			}
-			if ev.Finish == engine.FinishError {
-				t.Fatalf("sequence %d failed: %v", ev.Seq, ev.Err)
-			}
-			if ev.Finish != engine.NotFinished {
-				done[ev.Seq] = true
-			}
-		}
+		collect(t, stepWithin(t, e, 10*time.Second), out, done, nil)
 	}
 	res := make([][]int32, len(ids))
 	for i, id := range ids {
@@ -127,6 +117,26 @@ func drive(t *testing.T, e *engine.Engine, reqs []engine.Request, maxSteps int) 
 		res[i] = out[id]
 	}
 	return res
+}
+
+// collect records one step's events: tokens into out, ends into finished.
+// An error event, a second end, or an end after a cancellation fails t.
+func collect(t *testing.T, evs []engine.Event, out map[engine.SeqID][]int32, finished, cancelled map[engine.SeqID]bool) {
+	t.Helper()
+	for _, ev := range evs {
+		if ev.HasToken {
+			out[ev.Seq] = append(out[ev.Seq], ev.Token)
+		}
+		if ev.Finish == engine.FinishError {
+			t.Fatalf("sequence %d failed: %v", ev.Seq, ev.Err)
+		}
+		if ev.Finish != engine.NotFinished {
+			if finished[ev.Seq] || cancelled[ev.Seq] {
+				t.Fatalf("sequence %d finished twice or after its cancellation", ev.Seq)
+			}
+			finished[ev.Seq] = true
+		}
+	}
 }
 
 // TestRandomTrafficAlwaysFinishes drives engines over tiny pools (dense
@@ -244,20 +254,7 @@ func randomTraffic(t *testing.T, m model.Model, cache bool, seed uint64) {
 		if step > 60 && e.Idle() {
 			break
 		}
-		for _, ev := range stepWithin(t, e, 10*time.Second) {
-			if ev.HasToken {
-				out[ev.Seq] = append(out[ev.Seq], ev.Token)
-			}
-			if ev.Finish == engine.FinishError {
-				t.Fatalf("sequence %d failed: %v", ev.Seq, ev.Err)
-			}
-			if ev.Finish != engine.NotFinished {
-				if finished[ev.Seq] || cancelled[ev.Seq] {
-					t.Fatalf("sequence %d finished twice or after its cancellation", ev.Seq)
-				}
-				finished[ev.Seq] = true
-			}
-		}
+		collect(t, stepWithin(t, e, 10*time.Second), out, finished, cancelled)
 	}
 	for id, i := range ids {
 		if !finished[id] && !cancelled[id] {
