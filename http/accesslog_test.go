@@ -1,6 +1,7 @@
 package http_test
 
 import (
+	"github.com/troupe-ai/troupe/internal/syncbuf"
 	"log/slog"
 	"strings"
 	"testing"
@@ -14,7 +15,7 @@ import (
 // generations with their token counts, time to first token and finish; a
 // stream's line comes when the stream ends; probes stay out of the info log.
 func TestAccessLog(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cfg := troupehttp.Config{Parallel: 2, Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	s := startWith(t, troupe.Options{KVBudget: 64 << 20, Parallel: 2}, cfg, nil)
 	s.waitReady(t)

@@ -3,7 +3,6 @@ package http_test
 import (
 	"encoding/json"
 	"fmt"
-	nethttp "net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,21 +11,13 @@ import (
 	troupehttp "github.com/troupe-ai/troupe/http"
 )
 
-// do sends method path with body (may be empty) and headers.
+// do sends method path with body (may be empty) and headers, and decodes
+// the JSON answer.
 func (s *server) do(t *testing.T, method, path, body string, header ...string) (int, map[string]any) {
 	t.Helper()
-	req, _ := nethttp.NewRequest(method, s.url+path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := nethttp.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp, data := s.send(t, method, path, body, header...)
 	var m map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatalf("%s %s: %d, body not JSON: %v", method, path, resp.StatusCode, err)
 	}
 	return resp.StatusCode, m

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/troupe-ai/troupe/internal/syncbuf"
 	"log/slog"
 	"net"
 	nethttp "net/http"
@@ -20,7 +21,7 @@ import (
 
 // startWith runs a runtime with exactly opts (no test defaults) and its
 // HTTP server on a loopback port; the log goes to logw when non-nil.
-func startWith(t *testing.T, opts troupe.Options, cfg troupehttp.Config, logw *syncBuffer) *server {
+func startWith(t *testing.T, opts troupe.Options, cfg troupehttp.Config, logw *syncbuf.Buffer) *server {
 	t.Helper()
 	opts.Threads = 1
 	opts.Logger = slog.New(slog.DiscardHandler)
@@ -165,7 +166,7 @@ func TestStallWatchdog(t *testing.T) {
 // (system started, dead letters) stays out of the log too: only its
 // warnings and errors reach it.
 func TestNoDeadLetterFlood(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	s := startWith(t, troupe.Options{KVBudget: 64 << 20, Parallel: 4}, troupehttp.Config{Parallel: 4}, logs)
 	s.waitReady(t)
 	for range 4 {

@@ -60,7 +60,14 @@ func (s *server) waitReady(t *testing.T) {
 
 func (s *server) post(t *testing.T, path, body string, header ...string) (*nethttp.Response, []byte) {
 	t.Helper()
-	req, _ := nethttp.NewRequest("POST", s.url+path, strings.NewReader(body))
+	return s.send(t, "POST", path, body, header...)
+}
+
+// send sends method path with body (may be empty) and headers (name, value
+// pairs), and returns the response with its whole body.
+func (s *server) send(t *testing.T, method, path, body string, header ...string) (*nethttp.Response, []byte) {
+	t.Helper()
+	req, _ := nethttp.NewRequest(method, s.url+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])

@@ -4,17 +4,16 @@ package http_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/troupe-ai/troupe/internal/syncbuf"
 	"io"
 	"log/slog"
 	"net"
 	nethttp "net/http"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -32,25 +31,7 @@ type served struct {
 	srv   *troupehttp.Server
 	addr  string
 	serve chan error
-	logs  *syncBuffer
-}
-
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
+	logs  *syncbuf.Buffer
 }
 
 // serveT runs a runtime and its server on a loopback port through Serve;
@@ -60,7 +41,7 @@ func serveT(t *testing.T, cfg troupehttp.Config, routes func(app *fiber.App)) *s
 	if cfg.Parallel == 0 {
 		cfg.Parallel = 4
 	}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	rt, err := troupe.Start(context.Background(), troupe.Options{Parallel: cfg.Parallel, Threads: 1, KVBudget: 64 << 20,
 		Logger: slog.New(slog.DiscardHandler)})

@@ -1,13 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
+	"github.com/troupe-ai/troupe/internal/syncbuf"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -163,7 +162,7 @@ func TestServeModelArgument(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			var out, errOut syncWriter
+			var out, errOut syncbuf.Buffer
 			done := make(chan error, 1)
 			go func() { done <- run(ctx, append([]string{"serve"}, tc.args...), &out, &errOut) }()
 			if tc.want != "" {
@@ -205,22 +204,4 @@ func servableDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
-}
-
-// syncWriter is a buffer safe for serve's goroutines.
-type syncWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/troupe-ai/troupe/internal/fixtures"
+	"github.com/troupe-ai/troupe/tests/internal/serveproc"
 )
 
 // binary is the troupe command built once for the package's tests.
@@ -28,12 +28,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "troupe")
-	build := exec.Command("go", "build", "-o", binary, "./cmd/troupe")
-	build.Dir = filepath.Join("..", "..")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building troupe:", err)
+	if binary, err = serveproc.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -72,72 +68,23 @@ func scriptModel(t *testing.T, script string) string {
 	return modelDir(t, "--preset", "tiny", "--seed", "2", "--tokenizer", fixtures.Path(t, "tokenizers", "qwen3"), "--script", script)
 }
 
+// serverProc is a running `troupe serve`.
 type serverProc struct {
-	url  string
-	cmd  *exec.Cmd
-	logs *strings.Builder
+	*serveproc.Server
+	url string
 }
 
-func freePort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// serve starts `troupe serve` and waits until it listens (not until ready).
+// serve starts `troupe serve --threads 1` and waits until it listens (not
+// until ready).
 func serve(t *testing.T, args ...string) *serverProc {
 	t.Helper()
-	port := freePort(t)
-	logs := &strings.Builder{}
-	cmd := exec.Command(binary, append([]string{"serve", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--threads", "1"}, args...)...)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &serverProc{url: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, logs: logs}
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			t.Errorf("troupe serve did not stop within 10s of SIGINT")
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", logs.String())
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(s.url + "/health"); err == nil {
-			resp.Body.Close()
-			return s
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("troupe serve did not listen within 30s:\n%s", logs.String())
-	return nil
+	s := serveproc.Start(t, binary, append([]string{"--threads", "1"}, args...)...)
+	return &serverProc{Server: s, url: s.URL}
 }
 
 func (s *serverProc) waitReady(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(s.url + "/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("not ready within 60s:\n%s", s.logs.String())
+	s.WaitReady(t, 60*time.Second)
 }
 
 // metric reads one sample from /metrics.

@@ -11,19 +11,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/troupe-ai/troupe/internal/fixtures"
+	"github.com/troupe-ai/troupe/tests/internal/serveproc"
 )
 
 var (
@@ -48,15 +47,7 @@ func TestMain(m *testing.M) {
 // troupeBinary builds the troupe command once, on first use.
 func troupeBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		binary = filepath.Join(tmpDir, "troupe")
-		build := exec.Command("go", "build", "-o", binary, "./cmd/troupe")
-		build.Dir = filepath.Join("..", "..")
-		out, err := build.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("building troupe: %v\n%s", err, out)
-		}
-	})
+	buildOnce.Do(func() { binary, buildErr = serveproc.Build(tmpDir) })
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
@@ -83,25 +74,6 @@ func needNode(t *testing.T) {
 	t.Skip(msg)
 }
 
-// syncBuffer collects a process's output; the test reads it while the
-// process may still write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // serve starts `troupe serve --threads 1` on a free loopback port with a
 // tiny random-weight model that has Qwen3's real tokenizer and chat
 // template, and waits until it is ready.
@@ -114,52 +86,9 @@ func serve(t *testing.T) string {
 	if out, err := mk.CombinedOutput(); err != nil {
 		t.Fatalf("model init: %v\n%s", err, out)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-
-	logs := &syncBuffer{}
-	cmd := exec.Command(bin, "serve", "--model", model, "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--threads", "1")
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-			t.Errorf("troupe serve did not stop within 10s of SIGINT")
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", logs.String())
-		}
-	})
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-done:
-			t.Fatalf("troupe serve exited:\n%s", logs.String())
-		default:
-		}
-		if resp, err := http.Get(url + "/ready"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return url
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("troupe serve not ready within 60s:\n%s", logs.String())
-	return ""
+	s := serveproc.Start(t, bin, "--model", model, "--threads", "1")
+	s.WaitReady(t, 60*time.Second)
+	return s.URL
 }
 
 // summary is the part of the shim's JSON summary the tests read.

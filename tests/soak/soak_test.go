@@ -13,16 +13,15 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/troupe-ai/troupe/tests/internal/serveproc"
 )
 
 // sample is one reading of the server's own process metrics.
@@ -44,39 +43,14 @@ func TestSoak(t *testing.T) {
 		}
 		duration, long = d, d >= 2*time.Minute
 	}
-	bin := filepath.Join(t.TempDir(), "troupe")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/troupe")
-	build.Dir = filepath.Join("..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	port := freePort(t)
-	url := "http://127.0.0.1:" + strconv.Itoa(port)
-	logf, err := os.Create(filepath.Join(t.TempDir(), "serve.log"))
+	bin, err := serveproc.Build(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := exec.Command(bin, "serve", "--port", strconv.Itoa(port), "--parallel", "4", "--max-queue", "8",
+	srv := serveproc.Start(t, bin, "--parallel", "4", "--max-queue", "8",
 		"--kv-budget", "64MiB", "--threads", "1", "--responses-max", "64")
-	srv.Stdout, srv.Stderr = logf, logf
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		srv.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { srv.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			srv.Process.Kill()
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("server log (tail):\n%s", tail(string(b), 4000))
-		}
-	})
-	waitReady(t, url)
+	srv.WaitReady(t, 60*time.Second)
+	url := srv.URL
 
 	ctx, cancel := context.WithTimeout(context.Background(), duration)
 	defer cancel()
@@ -267,16 +241,6 @@ func scrape(t *testing.T, url string, at time.Duration) sample {
 	return s
 }
 
-func waitReady(t *testing.T, url string) {
-	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if get(url+"/ready") == 200 {
-			return
-		}
-	}
-	t.Fatal("server not ready after 60s")
-}
-
 func get(url string) int {
 	resp, err := http.Get(url)
 	if err != nil {
@@ -284,21 +248,4 @@ func get(url string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
 }
