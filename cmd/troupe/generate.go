@@ -19,13 +19,14 @@ import (
 	"github.com/troupe-ai/troupe/model"
 	"github.com/troupe-ai/troupe/model/checkpoint"
 	"github.com/troupe-ai/troupe/sample"
+	"github.com/troupe-ai/troupe/tokenizer"
 )
 
 func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("model", "", "model folder (config.json, model.safetensors); default: the built-in demo model")
-	prompt := fs.String("prompt", "", "prompt text (needs the model's tokenizer)")
+	prompt := fs.String("prompt", "", "prompt text, encoded with the model's tokenizer.json (special tokens such as BOS added as the tokenizer does)")
 	promptIDs := fs.String("prompt-ids", "", "prompt as comma-separated token ids")
 	maxTokens := fs.Int("max-tokens", 32, "tokens to generate")
 	temp := fs.Float64("temperature", 0, "sampling temperature (0 = greedy)")
@@ -55,9 +56,8 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return fmt.Errorf("generate: --prompt-ids: %w", err)
 		}
 	case *prompt != "":
-		return errors.New("generate: --prompt needs a tokenizer, which troupe does not load yet; pass --prompt-ids")
 	default:
-		return errors.New("generate: give --prompt-ids (comma-separated token ids)")
+		return errors.New("generate: give --prompt TEXT or --prompt-ids (comma-separated token ids)")
 	}
 	if *maxTokens < 0 {
 		return fmt.Errorf("generate: --max-tokens must be >= 0, got %d", *maxTokens)
@@ -78,6 +78,17 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	defer m.Close()
 	info := m.Info()
+	// With --prompt the text is encoded and the answer decoded by the
+	// model's own tokenizer; --prompt-ids needs none.
+	var tok *tokenizer.Tokenizer
+	if *prompt != "" {
+		if tok, err = tokenizer.Load(path, tokenizer.Options{}); err != nil {
+			return fmt.Errorf("generate: --prompt: %w (use --prompt-ids for a model without tokenizer.json)", err)
+		}
+		if ids = tok.EncodeIDs(*prompt, true); len(ids) == 0 {
+			return errors.New("generate: --prompt encodes to no tokens")
+		}
+	}
 	for _, id := range ids {
 		if int(id) >= info.Vocab {
 			return fmt.Errorf("generate: prompt id %d is outside the vocabulary of %d", id, info.Vocab)
@@ -119,13 +130,30 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	r := res[0]
+	var text *string
+	if tok != nil {
+		// A continuation decoder keeps the first token's leading space
+		// (SentencePiece's "▁a" after "Lily was" is " a").
+		dec := tok.NewContinuationDecoder(true)
+		var b strings.Builder
+		for _, id := range r.IDs {
+			b.WriteString(dec.Add(id))
+		}
+		b.WriteString(dec.Flush())
+		s := b.String()
+		text = &s
+	}
 	if !*asJSON {
-		fmt.Fprintln(stdout, joinIDs(r.IDs))
+		if text != nil {
+			fmt.Fprintln(stdout, *prompt+*text)
+		} else {
+			fmt.Fprintln(stdout, joinIDs(r.IDs))
+		}
 		fmt.Fprintf(stderr, "%s · %s · prompt %d tokens in %.1f ms · %d generated in %.1f ms\n",
 			info.Arch, dev.Name(), len(ids), ms(r.Prefill), len(r.IDs), ms(r.Decode))
 		return nil
 	}
-	out := generateJSON{IDs: r.IDs, PromptLastLogits: jsonFloats(r.PromptLastLogits)}
+	out := generateJSON{IDs: r.IDs, Text: text, PromptLastLogits: jsonFloats(r.PromptLastLogits)}
 	if out.IDs == nil {
 		out.IDs = []int32{}
 	}
@@ -144,6 +172,7 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 // and generate_ms the remaining decode_steps single-token steps.
 type generateJSON struct {
 	IDs              []int32    `json:"ids"`
+	Text             *string    `json:"text,omitempty"` // with --prompt: the generated text
 	PromptLastLogits jsonFloats `json:"prompt_last_logits"`
 	Timings          struct {
 		PromptTokens    int     `json:"prompt_tokens"`

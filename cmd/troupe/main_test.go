@@ -160,7 +160,7 @@ func TestBadCommandLines(t *testing.T) {
 		want string
 	}{
 		{[]string{"frobnicate"}, "unknown command"},
-		{[]string{"generate", "--model", dir}, "--prompt-ids"},
+		{[]string{"generate", "--model", dir}, "--prompt TEXT or --prompt-ids"},
 		{[]string{"generate", "--model", dir, "--prompt-ids", "1,x"}, `"x" is not a token id`},
 		{[]string{"generate", "--model", dir, "--prompt-ids", "1,99999"}, "outside the vocabulary"},
 		{[]string{"generate", "--model", dir, "--prompt-ids", "1", "--temperature", "-1"}, "Temperature"},
@@ -247,5 +247,37 @@ func TestHelpAndVersion(t *testing.T) {
 	}
 	if code := exitCode(errors.New("boom")); code != 1 {
 		t.Errorf("an error exits %d", code)
+	}
+}
+
+// TestGeneratePrompt: --prompt encodes text with the model's tokenizer and
+// prints the continuation, first space kept (stories260k continues
+// "Lily was" with " a little girl", as llama.cpp does).
+func TestGeneratePrompt(t *testing.T) {
+	dir := fixtures.Path(t, "models", "stories260k")
+	out, err := runCLI(t, "generate", "--model", dir, "--prompt", "Lily was", "--max-tokens", "5", "--json", "--threads", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		IDs  []int32 `json:"ids"`
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	if got.Text == nil || !strings.HasPrefix(*got.Text, " a little girl") || len(got.IDs) != 5 {
+		t.Fatalf("generate --prompt %q: %+v (text %v)", "Lily was", got.IDs, got.Text)
+	}
+	plain, err := runCLI(t, "generate", "--model", dir, "--prompt", "Lily was", "--max-tokens", "5", "--threads", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Lily was" + *got.Text + "\n"; plain != want {
+		t.Fatalf("plain output %q, want %q", plain, want)
+	}
+	// A model folder without tokenizer.json takes only --prompt-ids.
+	if _, err := runCLI(t, "generate", "--model", tinyDir(t), "--prompt", "hi"); err == nil || !strings.Contains(err.Error(), "--prompt-ids") {
+		t.Fatalf("--prompt without a tokenizer: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/troupe-ai/troupe/model/checkpoint"
 	"github.com/troupe-ai/troupe/templates"
 )
 
@@ -28,7 +29,8 @@ does. Each input line is a JSON object:
 
 The template comes from "template", else --template, else the model folder
 ("model", else --model: chat_template.jinja or tokenizer_config.json's
-chat_template, "tool_use" when tools are given). Special tokens come from
+chat_template, "tool_use" when tools are given), else the built-in demo
+model's ChatML template. Special tokens come from
 "special_tokens", else the model folder's tokenizer_config.json. strftime_now
 uses "now" (naive local time) when given. Each output line is
 {"prompt": "..."} or {"error": {"type": "TemplateError" | ..., "message": "..."}}.
@@ -188,6 +190,15 @@ func (r *renderCLI) resolve(req *renderRequest) (*templates.Template, *templates
 	modelDir := req.Model
 	if modelDir == "" {
 		modelDir = r.defaultModel
+	}
+	if modelDir == "" && req.Template == "" && r.defaultTemplate == "" {
+		// As serve and generate do, the built-in demo model stands in when
+		// nothing names a template, so "troupe render" works as first typed.
+		dir, err := checkpoint.Demo()
+		if err != nil {
+			return nil, nil, err
+		}
+		modelDir = dir
 	}
 	var mi *modelInfo
 	if modelDir != "" {

@@ -172,7 +172,7 @@ func TestRenderCLIErrors(t *testing.T) {
 		{"syntax error", nil, `{"template": "` + bad + `", "messages": []}`, nil, "TemplateSyntaxError"},
 		{"missing file", nil, `{"template": "` + filepath.Join(dir, "nope.jinja") + `", "messages": []}`, nil, "FileNotFoundError"},
 		{"model without template", nil, `{"model": "` + noTemplate + `", "messages": []}`, nil, "ValueError"},
-		{"no template at all", nil, `{"messages": []}`, nil, "ValueError"},
+		{"demo model when nothing names a template", nil, `{"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": true}`, str("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"), ""},
 		{"bad json", nil, `{"messages": [`, nil, "JSONDecodeError"},
 		{"not an object", nil, `[1, 2]`, nil, "JSONDecodeError"},
 		{"bad messages", nil, `{"template": "` + tmpl + `", "messages": {}}`, nil, "JSONDecodeError"},
