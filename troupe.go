@@ -58,6 +58,10 @@ type Options struct {
 	SnapshotBudget int64
 	// StepTokens is the per-step token budget (chunked prefill); 0 means 512.
 	StepTokens int
+	// MaxModelLen caps one request's context (prompt plus max tokens)
+	// below the model's max_position_embeddings, as vLLM's --max-model-len
+	// does; 0 means the model's.
+	MaxModelLen int
 	// PromptCache turns on prompt reuse (and with it history-boundary
 	// renders on snapshot-reuse models).
 	PromptCache bool
@@ -113,6 +117,7 @@ type Runtime struct {
 	name    string
 	next    atomic.Uint64
 	beat    *actors.Progress
+	started time.Time
 
 	// idle holds the indexes of the preparers with no request: a request
 	// takes one and gives it back when the preparer has answered, so no
@@ -177,6 +182,9 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 	if opts.SnapshotBudget == 0 {
 		opts.SnapshotBudget = opts.KVBudget / DefaultSnapshotShare
 	}
+	if opts.MaxModelLen < 0 {
+		return nil, fmt.Errorf("troupe: MaxModelLen %d is negative", opts.MaxModelLen)
+	}
 	if opts.Preparers <= 0 {
 		opts.Preparers = runtime.NumCPU()
 	}
@@ -212,7 +220,7 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 	if opts.ServedName == "" {
 		opts.ServedName = filepath.Base(filepath.Clean(dir))
 	}
-	rt := &Runtime{system: system, metrics: metrics.New(), opts: opts, name: opts.ServedName, beat: &actors.Progress{},
+	rt := &Runtime{system: system, metrics: metrics.New(), opts: opts, name: opts.ServedName, beat: &actors.Progress{}, started: time.Now(),
 		idle: make(chan int, opts.Preparers), big: make(chan struct{}, max(1, opts.Preparers-1)),
 		inspections: make(chan struct{}, opts.MaxInspections)}
 	rt.metrics.WatchScheduler(rt.beat, opts.StallTimeout)
@@ -221,11 +229,11 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 	var err error
 	rt.pids.Scheduler, err = root.SpawnNamed(actor.PropsFromProducer(actors.NewSchedulerActor(
 		engine.Options{StepTokens: opts.StepTokens, MaxRunning: opts.Parallel, PrefixCache: opts.PromptCache,
-			SnapshotBudget: opts.SnapshotBudget}, rt.metrics, opts.Logger, rt.beat)), "scheduler-"+rt.name+"-"+uniq())
+			SnapshotBudget: opts.SnapshotBudget, MaxModelLen: opts.MaxModelLen}, rt.metrics, opts.Logger, rt.beat)), "scheduler-"+rt.name+"-"+uniq())
 	if err != nil {
 		return nil, fmt.Errorf("spawn scheduler: %w", err)
 	}
-	loader := &limitsLoader{Loader: &dirLoader{opts: opts}, limits: &rt.limits}
+	loader := &limitsLoader{Loader: &dirLoader{opts: opts}, limits: &rt.limits, maxModelLen: opts.MaxModelLen}
 	rt.pids.Model, err = root.SpawnNamed(actor.PropsFromProducer(actors.NewModelActor(rt.name, loader, rt.pids.Scheduler, opts.Logger)), "model-"+rt.name+"-"+uniq())
 	if err != nil {
 		return nil, fmt.Errorf("spawn model actor: %w", err)
@@ -243,13 +251,14 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 // be checked against them before they are submitted.
 type limitsLoader struct {
 	actors.Loader
-	limits *atomic.Pointer[engine.Limits]
+	limits      *atomic.Pointer[engine.Limits]
+	maxModelLen int
 }
 
 func (l *limitsLoader) LoadModel(ctx context.Context, phase func(string)) (model.Model, gpu.Device, *kvcache.Pool, error) {
 	m, dev, pool, err := l.Loader.LoadModel(ctx, phase)
 	if err == nil {
-		lim := engine.LimitsOf(m, pool)
+		lim := engine.LimitsOf(m, pool, l.maxModelLen)
 		l.limits.Store(&lim)
 	}
 	return m, dev, pool, err
@@ -279,6 +288,10 @@ func uniq() string { return strconv.FormatUint(spawnCount.Add(1), 10) }
 
 // Name is the served model name.
 func (r *Runtime) Name() string { return r.name }
+
+// Started is when the runtime started (the model's "created" time in
+// /v1/models, as vLLM reports it).
+func (r *Runtime) Started() time.Time { return r.started }
 
 // Pids names the runtime's actors, for hosts that talk to them by message.
 func (r *Runtime) Pids() actors.Pids { return r.pids }

@@ -13,20 +13,38 @@ import (
 // caller can check a request against them before submitting it (the HTTP
 // layer does, to answer 400 before a stream's headers).
 type Limits struct {
-	// MaxPos is the model's max_position_embeddings; 0 means unbounded.
+	// MaxPos is the model's max_position_embeddings, or the server's lower
+	// cap (Capped); 0 means unbounded.
 	MaxPos int
+	// Capped says MaxPos is the server's context cap (--max-model-len)
+	// rather than the model's positions.
+	Capped bool
 	// Pages and PageSize describe the KV pool; Pages is 0 for a model
 	// without attention KV (its state does not grow with the sequence).
 	Pages, PageSize int
 }
 
-// LimitsOf returns the limits of model m on pool.
-func LimitsOf(m model.Model, pool *kvcache.Pool) Limits {
+// LimitsOf returns the limits of model m on pool, with the positions
+// capped at maxModelLen when that is positive and lower.
+func LimitsOf(m model.Model, pool *kvcache.Pool, maxModelLen int) Limits {
 	l := Limits{MaxPos: m.Info().MaxPos, PageSize: pool.PageSize()}
+	if maxModelLen > 0 && (l.MaxPos <= 0 || maxModelLen < l.MaxPos) {
+		l.MaxPos, l.Capped = maxModelLen, true
+	}
 	if pool.PagesFor(1) > 0 {
 		l.Pages = pool.NumPages()
 	}
 	return l
+}
+
+// Context is the most positions one request may use: the positions, or the
+// KV pool when it holds fewer; 0 means unbounded.
+func (l Limits) Context() int {
+	room := l.MaxPos
+	if l.Pages > 0 && (room <= 0 || l.Pages*l.PageSize < room) {
+		room = l.Pages * l.PageSize
+	}
+	return room
 }
 
 // TooLongError is a request that can never run: its prompt plus its max
@@ -41,6 +59,8 @@ type TooLongError struct {
 	// PromptOnly says the prompt alone leaves no room for one generated
 	// token: lowering max tokens would not help.
 	PromptOnly bool
+	// Capped says Limit is the server's context cap, not the model's.
+	Capped bool
 }
 
 func (e *TooLongError) Error() string {
@@ -48,6 +68,9 @@ func (e *TooLongError) Error() string {
 		total := e.Prompt + e.MaxTokens
 		pageSize := e.Limit / e.Pages
 		return fmt.Sprintf("%v: %d tokens need %d KV pages, the pool has %d", ErrTooLong, total, (total+pageSize-1)/pageSize, e.Pages)
+	}
+	if e.Capped {
+		return fmt.Sprintf("%v: prompt %d + max tokens %d exceeds the server's context length of %d", ErrTooLong, e.Prompt, e.MaxTokens, e.Limit)
 	}
 	return fmt.Sprintf("%v: prompt %d + max tokens %d exceeds the model's %d positions", ErrTooLong, e.Prompt, e.MaxTokens, e.Limit)
 }
@@ -73,7 +96,7 @@ func (l Limits) Admit(prompt, maxTokens int, fit bool) (int, error) {
 	}
 	total := prompt + maxTokens
 	if l.MaxPos > 0 && total > l.MaxPos {
-		return 0, &TooLongError{Prompt: prompt, MaxTokens: maxTokens, Limit: l.MaxPos, PromptOnly: prompt >= room}
+		return 0, &TooLongError{Prompt: prompt, MaxTokens: maxTokens, Limit: l.MaxPos, PromptOnly: prompt >= room, Capped: l.Capped}
 	}
 	if l.Pages > 0 && (total+l.PageSize-1)/l.PageSize > l.Pages {
 		return 0, &TooLongError{Prompt: prompt, MaxTokens: maxTokens, Limit: l.Pages * l.PageSize, Pages: l.Pages, PromptOnly: prompt >= room}

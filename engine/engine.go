@@ -84,6 +84,9 @@ type Options struct {
 	// from the model's per-sequence state (8 conversations per running
 	// sequence, at least 64 MiB).
 	SnapshotBudget int64
+	// MaxModelLen caps one request's positions (prompt plus max tokens)
+	// below the model's max_position_embeddings; 0 means the model's.
+	MaxModelLen int
 }
 
 // seq is one request's progress.
@@ -237,7 +240,7 @@ func (e *Engine) Submit(r Request) (SeqID, error) {
 	if err := r.Sample.Validate(); err != nil {
 		return 0, fmt.Errorf("engine: %w", err)
 	}
-	maxTokens, err := LimitsOf(e.m, e.pool).Admit(len(r.Prompt), r.MaxTokens, r.FitMaxTokens)
+	maxTokens, err := LimitsOf(e.m, e.pool, e.opt.MaxModelLen).Admit(len(r.Prompt), r.MaxTokens, r.FitMaxTokens)
 	if err != nil {
 		return 0, err
 	}

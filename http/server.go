@@ -175,7 +175,7 @@ func New(rt *troupe.Runtime, cfg Config) *Server {
 		},
 	})
 	app.Use(s.count, s.recoverPanic)
-	app.Get("/health", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
+	app.Get("/health", s.health)
 	app.Get("/ready", s.ready)
 	metricsHandler := fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(rt.Metrics().Registry, promhttp.HandlerOpts{}))
 	app.Get("/metrics", func(c *fiber.Ctx) error { metricsHandler(c.Context()); return nil })
@@ -402,6 +402,25 @@ func (s *Server) watchPeer(conn net.Conn, end context.CancelCauseFunc) (stop fun
 	return func() { close(quit); <-exited }
 }
 
+// health serves GET /health as llama-server does: 503 while the model loads
+// and after a failed load, 200 once it is loaded. Unlike /ready it ignores
+// the stall watchdog and the preparers, so a supervisor restarts only a
+// process whose model cannot serve at all.
+func (s *Server) health(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := s.rt.Status(ctx)
+	switch {
+	case err != nil:
+		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unknown", "error": err.Error()})
+	case st.Error != "":
+		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "failed", "phase": st.Phase, "error": st.Error})
+	case !st.Ready:
+		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "loading", "phase": st.Phase})
+	}
+	return c.JSON(fiber.Map{"status": "ok"})
+}
+
 func (s *Server) ready(c *fiber.Ctx) error {
 	if stalled, waited := s.rt.Stalled(); stalled {
 		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"ready": false, "phase": "stalled",
@@ -467,10 +486,15 @@ func cacheJSON(st *actors.SchedulerStats) fiber.Map {
 	return m
 }
 
+// models serves GET /v1/models: the one served model, with vLLM's
+// max_model_len (the most positions one request may use: the model's, cut
+// by --max-model-len and by the KV pool) once it is loaded.
 func (s *Server) models(c *fiber.Ctx) error {
-	return c.JSON(fiber.Map{"object": "list", "data": []fiber.Map{{
-		"id": s.rt.Name(), "object": "model", "created": 0, "owned_by": "troupe",
-	}}})
+	m := fiber.Map{"id": s.rt.Name(), "object": "model", "created": s.rt.Started().Unix(), "owned_by": "troupe", "root": s.rt.Name()}
+	if l, ok := s.rt.Limits(); ok && l.Context() > 0 {
+		m["max_model_len"] = l.Context()
+	}
+	return c.JSON(fiber.Map{"object": "list", "data": []fiber.Map{m}})
 }
 
 // Serve serves HTTP on ln until Shutdown, under the connection cap

@@ -96,10 +96,10 @@ const hello = `{"model":"troupe-demo","messages":[{"role":"user","content":"Hell
 
 func TestOperationalRoutesAndChat(t *testing.T) {
 	s := start(t, troupe.Options{}, troupehttp.Config{})
-	if code, _ := s.get(t, "/health"); code != 200 {
-		t.Fatalf("/health %d", code)
-	}
 	s.waitReady(t)
+	if code, body := s.get(t, "/health"); code != 200 || !strings.Contains(body, `"status":"ok"`) {
+		t.Fatalf("/health %d %s once loaded", code, body)
+	}
 	if code, body := s.get(t, "/ready"); code != 200 || !strings.Contains(body, `"ready":true`) {
 		t.Fatalf("/ready %d %s", code, body)
 	}
@@ -491,6 +491,10 @@ func TestCapabilityGate(t *testing.T) {
 			if st, _ := s.rt.Status(ctx); st.Ready {
 				t.Fatal("the slowed load finished before the requests were prepared")
 			}
+			// /health is 503 while the model loads, as llama-server's is.
+			if code, body := s.get(t, "/health"); code != 503 || !strings.Contains(body, `"status":"loading"`) {
+				t.Fatalf("/health during the load: %d %s", code, body)
+			}
 			if got := renders(s.rt, metrics.FailOpen); got != 3 {
 				t.Fatalf("fail_open renders %v, want 3", got)
 			}
@@ -523,7 +527,7 @@ func TestCapabilityGate(t *testing.T) {
 }
 
 // TestLoadFailure: a model that cannot load leaves readiness false with the
-// error on /ready, while /health still answers.
+// error on /ready and /health (503, as llama-server answers).
 func TestLoadFailure(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "broken")
 	cfg, _ := checkpoint.Tiny("llama")
@@ -558,8 +562,8 @@ func TestLoadFailure(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if code, _ := s.get(t, "/health"); code != 200 {
-		t.Fatalf("/health %d after a failed load", code)
+	if code, body := s.get(t, "/health"); code != 503 || !strings.Contains(body, `"status":"failed"`) || !strings.Contains(body, "model.embed_tokens.weight") {
+		t.Fatalf("/health %d %s after a failed load", code, body)
 	}
 	// Requests get an answer (not a hang) in each API's error shape.
 	for _, path := range []string{"/v1/chat/completions", "/v1/responses", "/v1/messages"} {
@@ -804,4 +808,41 @@ func boundaryRendered(t *testing.T, body []byte) bool {
 		t.Fatalf("input_tokens answer %s: %v", body, err)
 	}
 	return v.HistoryBoundary.Rendered
+}
+
+// TestMaxModelLen: --max-model-len (Options.MaxModelLen) caps one request's
+// context below the model's positions; /v1/models reports it as vLLM's
+// max_model_len, and a request past it is a 400 that names the cap.
+func TestMaxModelLen(t *testing.T) {
+	s := start(t, troupe.Options{MaxModelLen: 48}, troupehttp.Config{})
+	s.waitReady(t)
+	_, body := s.get(t, "/v1/models")
+	var models struct {
+		Data []struct {
+			ID          string `json:"id"`
+			Created     int64  `json:"created"`
+			MaxModelLen int    `json:"max_model_len"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(body), &models); err != nil || len(models.Data) != 1 {
+		t.Fatalf("/v1/models %s: %v", body, err)
+	}
+	if m := models.Data[0]; m.MaxModelLen != 48 || m.Created < time.Now().Add(-time.Hour).Unix() || m.Created > time.Now().Unix() {
+		t.Fatalf("/v1/models %s", body)
+	}
+	resp, out := s.post(t, "/v1/completions", `{"prompt":"`+strings.Repeat("a", 40)+`","max_tokens":16}`)
+	if resp.StatusCode != 400 || !strings.Contains(string(out), "context length of 48") {
+		t.Fatalf("past the cap: %d %s", resp.StatusCode, out)
+	}
+	// Without max_tokens the answer fits in what the cap leaves.
+	resp, out = s.post(t, "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"ignore_eos":true}`)
+	var chat struct {
+		Usage struct {
+			Prompt     int `json:"prompt_tokens"`
+			Completion int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if resp.StatusCode != 200 || json.Unmarshal(out, &chat) != nil || chat.Usage.Prompt+chat.Usage.Completion != 48 {
+		t.Fatalf("fitted to the cap: %d %s", resp.StatusCode, out)
+	}
 }

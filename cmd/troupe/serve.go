@@ -18,12 +18,26 @@ import (
 	troupehttp "github.com/troupe-ai/troupe/http"
 )
 
+// serveAlias maps the flag names people type by habit from other servers
+// (llama-server's -m and -c/--ctx-size), each sharing its canonical
+// flag's value.
+func serveAlias(name string) (canonical string, ok bool) {
+	switch name {
+	case "m":
+		return "model", true
+	case "c", "ctx-size":
+		return "max-model-len", true
+	}
+	return "", false
+}
+
 // envFlags fills unset flags from TROUPE_<NAME> environment variables
-// (dashes become underscores): flags on the command line win.
+// (dashes become underscores): flags on the command line win. Aliases have
+// no variable of their own.
 func envFlags(fs *flag.FlagSet, set map[string]bool) error {
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || err != nil {
+		if _, alias := serveAlias(f.Name); set[f.Name] || alias || err != nil {
 			return
 		}
 		key := "TROUPE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
@@ -40,9 +54,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("model", "", "model folder (or give it as the argument: serve DIR); default: the built-in demo model")
+	fs.StringVar(dir, "m", "", "same as --model")
+	maxModelLen := fs.Int("max-model-len", 0, "most tokens one request may use, prompt plus output (0 = the model's max_position_embeddings)")
+	fs.IntVar(maxModelLen, "ctx-size", 0, "same as --max-model-len")
+	fs.IntVar(maxModelLen, "c", 0, "same as --max-model-len")
 	name := fs.String("served-model-name", "", "model name in the API (default: the folder's name)")
 	tmpl := fs.String("chat-template", "", "chat template file overriding the model's")
-	host := fs.String("host", "127.0.0.1", "listen address")
+	host := fs.String("host", "127.0.0.1", "listen address (0.0.0.0: every interface)")
 	port := fs.Int("port", 8080, "listen port")
 	parallel := fs.Int("parallel", 16, "max sequences running at once")
 	kvBudget := fs.String("kv-budget", "1GiB", "memory for per-sequence state: KV pages, recurrent-state slots and prompt-cache snapshots together (bytes, or with KiB/MiB/GiB)")
@@ -85,7 +103,12 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		positional, rest = append(positional, rest[0]), rest[1:]
 	}
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fs.Visit(func(f *flag.Flag) {
+		set[f.Name] = true
+		if canon, ok := serveAlias(f.Name); ok {
+			set[canon] = true
+		}
+	})
 	switch {
 	case len(positional) > 1:
 		return fmt.Errorf("serve: unexpected argument %q: give one model folder (serve [DIR] [flags])", positional[1])
@@ -118,6 +141,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("serve: --responses-max-bytes: %w", err)
 	}
+	if *maxModelLen < 0 {
+		return fmt.Errorf("serve: --max-model-len must be >= 0, got %d", *maxModelLen)
+	}
 	if *parallel < 1 || *maxQueue < 0 || *port < 0 || *port > 65535 || *threads < 0 || *stepTokens < 1 || *storeTTL <= 0 || *storeMax < 1 || *stallTimeout < 0 {
 		return errors.New("serve: --parallel, --step-tokens and --responses-max must be >= 1, --responses-ttl > 0, --max-queue, --threads and --stall-timeout >= 0, --port in 0..65535")
 	}
@@ -145,7 +171,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	rt, err := troupe.Start(ctx, troupe.Options{
 		Model: *dir, ServedName: *name, ChatTemplate: *tmpl, Threads: *threads, Parallel: *parallel,
-		KVBudget: budget, SnapshotBudget: snaps, StepTokens: *stepTokens, PromptCache: *promptCache, Logger: log, LoadDelay: *loadDelay,
+		KVBudget: budget, SnapshotBudget: snaps, StepTokens: *stepTokens, MaxModelLen: *maxModelLen, PromptCache: *promptCache, Logger: log, LoadDelay: *loadDelay,
 		StallTimeout: *stallTimeout, PrepareTimeout: *prepTimeout, MaxInspections: *maxInspections,
 		InspectMaxInput: int(inMax), InspectMaxOutput: int(outMax),
 	})
@@ -199,11 +225,13 @@ func serveUsage(fs *flag.FlagSet) {
 	fmt.Fprint(w, "usage: troupe serve [DIR] [flags]   (flags may also follow DIR)\n\n"+
 		"Serves DIR (a Hugging Face model folder), or the built-in demo model.\n"+
 		"Every flag can also be set as TROUPE_<FLAG>, dashes as underscores\n"+
-		"(TROUPE_KV_BUDGET=2GiB, TROUPE_API_KEY=...); the command line wins.\n\nflags:\n")
+		"(TROUPE_KV_BUDGET=2GiB, TROUPE_API_KEY=...); the command line wins.\n"+
+		"--host 0.0.0.0 listens on every interface (default: this machine only).\n"+
+		"Aliases: -m for --model, -c and --ctx-size for --max-model-len.\n\nflags:\n")
 	shown := flag.NewFlagSet("serve", flag.ContinueOnError)
 	shown.SetOutput(w)
 	fs.VisitAll(func(f *flag.Flag) {
-		if !strings.HasPrefix(f.Name, "debug-") {
+		if _, alias := serveAlias(f.Name); !alias && !strings.HasPrefix(f.Name, "debug-") {
 			shown.Var(f.Value, f.Name, f.Usage)
 		}
 	})

@@ -158,6 +158,9 @@ func TestServeModelArgument(t *testing.T) {
 		{"the same model twice", []string{"--model", model, model, "--port", "0"}, ""},
 		{"two models", []string{model, "--port", "0", "other"}, `unexpected argument "other"`},
 		{"a different --model", []string{"--model", t.TempDir(), model}, "two models"},
+		{"-m, as llama-server takes it", []string{"-m", model, "--port", "0", "-c", "256"}, ""},
+		{"a different -m", []string{"-m", t.TempDir(), model}, "two models"},
+		{"a negative --ctx-size", []string{model, "--ctx-size", "-1"}, "--max-model-len"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())

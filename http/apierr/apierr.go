@@ -121,8 +121,11 @@ func tooLongParam(e *engine.TooLongError, p Params) string {
 
 func tooLongMessage(e *engine.TooLongError, p Params) string {
 	what := "the model's " + strconv.Itoa(e.Limit) + " positions"
-	if e.Pages > 0 {
+	switch {
+	case e.Pages > 0:
 		what = "the KV cache's " + strconv.Itoa(e.Limit) + " positions"
+	case e.Capped:
+		what = "the server's context length of " + strconv.Itoa(e.Limit)
 	}
 	if e.PromptOnly {
 		return fmt.Sprintf("%s: the prompt is %d tokens, which leaves no room for output within %s", p.Prompt, e.Prompt, what)

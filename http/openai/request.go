@@ -63,7 +63,9 @@ func (c *common) sampling(r *chat.Request, defaultMax int) error {
 	if c.N != nil && *c.N != 1 {
 		return bad("n", "only n=1 is supported, got %d", *c.N)
 	}
-	r.MaxTokens = defaultMax
+	// An unset max_tokens is an upper bound lowered to the context the
+	// prompt leaves (as vLLM's default), never a 400.
+	r.MaxTokens, r.FitMaxTokens = defaultMax, c.MaxTokens == nil
 	if c.MaxTokens != nil {
 		r.MaxTokens = *c.MaxTokens
 	}
