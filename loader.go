@@ -7,9 +7,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/troupe-ai/troupe/chat"
+	"github.com/troupe-ai/troupe/engine"
 	"github.com/troupe-ai/troupe/gpu"
 	"github.com/troupe-ai/troupe/gpu/cpu"
 	"github.com/troupe-ai/troupe/kvcache"
@@ -128,7 +130,8 @@ func modelEOS(dir string) ([]int32, error) {
 // LoadModel loads the weights and sets up the device and the KV pool.
 func (l *dirLoader) LoadModel(ctx context.Context, phase func(string)) (model.Model, gpu.Device, *kvcache.Pool, error) {
 	phase("loading weights")
-	m, err := model.Load(l.opts.Model)
+	began := time.Now()
+	m, err := model.LoadContext(ctx, l.opts.Model, l.loadProgress(began))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -152,7 +155,56 @@ func (l *dirLoader) LoadModel(ctx context.Context, phase func(string)) (model.Mo
 		m.Close()
 		return nil, nil, nil, err
 	}
+	l.banner(m, dev, pool, time.Since(began))
 	return m, dev, pool, nil
+}
+
+// loadProgress reports the weight read: to Options.LoadProgress when set
+// (troupe serve draws a bar on a terminal), else as a log line every few
+// seconds, so a slow disk shows progress and a fast one logs nothing.
+func (l *dirLoader) loadProgress(began time.Time) func(done, total int64) {
+	if l.opts.LoadProgress != nil {
+		return l.opts.LoadProgress
+	}
+	last := began
+	return func(done, total int64) {
+		if now := time.Now(); now.Sub(last) >= loadLogEvery && done < total {
+			last = now
+			l.opts.Logger.Info("loading weights", "read", kvcache.FormatBytes(done), "of", kvcache.FormatBytes(total),
+				"percent", 100*done/max(total, 1))
+		}
+	}
+}
+
+// loadLogEvery is how often a slow weight read logs its progress.
+const loadLogEvery = 2 * time.Second
+
+// banner logs what the server runs with, once the model is loaded: the
+// model, its weights, the kernels and threads, the KV pool in tokens, the
+// context one request may use and the prompt-cache mode.
+func (l *dirLoader) banner(m model.Model, dev gpu.Device, pool *kvcache.Pool, took time.Duration) {
+	info := m.Info()
+	lim := engine.LimitsOf(m, pool, l.opts.MaxModelLen)
+	cache := "off"
+	switch {
+	case !l.opts.PromptCache:
+	case model.SnapshotReuse(m.Cache()):
+		cache = "snapshots"
+	default:
+		cache = "prefix pages"
+	}
+	kv := "unbounded (recurrent state)"
+	if pool.PagesFor(1) > 0 {
+		kv = strconv.Itoa(pool.NumPages()*pool.PageSize()) + " tokens"
+	}
+	ctxLen := "unbounded"
+	if c := lim.Context(); c > 0 {
+		ctxLen = strconv.Itoa(c)
+	}
+	l.opts.Logger.Info("model loaded", "arch", info.Arch, "params", info.Params,
+		"weights", kvcache.FormatBytes(info.WeightBytes), "dtype", info.DType.String(), "kernels", dev.Name(),
+		"threads", l.opts.Threads, "kv_budget", kvcache.FormatBytes(l.opts.KVBudget), "kv_pool", kv, "state_slots", pool.NumSlots(), "context", ctxLen,
+		"parallel", l.opts.Parallel, "prompt_cache", cache, "load_time", took.Round(time.Millisecond))
 }
 
 // newPool sizes the KV pool from the budget: on a model that reuses
@@ -173,7 +225,7 @@ func newPool(m model.Model, opts Options) (*kvcache.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts.Logger.Info("KV budget", "budget", kvcache.FormatBytes(opts.KVBudget), "pool", kvcache.FormatBytes(pool.Bytes()),
+	opts.Logger.Debug("KV budget", "budget", kvcache.FormatBytes(opts.KVBudget), "pool", kvcache.FormatBytes(pool.Bytes()),
 		"pages", pool.NumPages(), "state_slots", pool.NumSlots(), "snapshots", kvcache.FormatBytes(snaps))
 	if pool.HasState() && pool.NumSlots() < opts.Parallel {
 		opts.Logger.Warn("the KV budget holds fewer state slots than --parallel: fewer sequences run at once",

@@ -96,6 +96,11 @@ type Options struct {
 	// HTTP layer refuses with 413 past it). 0 means 16 MiB.
 	InspectMaxOutput int
 
+	// LoadProgress, when set, receives the weight read's progress in bytes
+	// (troupe serve draws a bar with it on a terminal); without it a slow
+	// read logs a line every few seconds.
+	LoadProgress func(done, total int64)
+
 	// LoadDelay slows the weight load (tests of requests queued during load).
 	LoadDelay time.Duration
 	// PrepareHook runs in the preparer before each request (tests inject

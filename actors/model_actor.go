@@ -67,7 +67,7 @@ func (a *ModelActor) Receive(ctx actor.Context) {
 		}
 	case *loadPhase:
 		a.status.Phase = msg.phase
-		a.log.Info("model load", "model", a.name, "phase", msg.phase)
+		a.log.Debug("model load", "model", a.name, "phase", msg.phase)
 	case *assetsLoaded:
 		if msg.err != nil {
 			a.fail(ctx, msg.err)
@@ -91,7 +91,7 @@ func (a *ModelActor) Receive(ctx actor.Context) {
 		for _, p := range a.preparers {
 			ctx.Request(p, a.capability)
 		}
-		a.log.Info("model loaded", "model", a.name, "snapshot_reuse", reuse, "preparers", len(a.preparers))
+		a.log.Debug("model loaded", "model", a.name, "snapshot_reuse", reuse, "preparers", len(a.preparers))
 		a.maybeReady()
 	case *CapabilityAck:
 		a.pendingAck--

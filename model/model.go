@@ -1,6 +1,7 @@
 package model
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -194,8 +195,27 @@ func (r *Registry) Family(modelType string) (Family, bool) {
 // model.safetensors or a sharded index) with the default registry.
 func Load(dir string) (Model, error) { return NewRegistry().Load(dir) }
 
-// Load opens the checkpoint in dir.
+// LoadContext opens the checkpoint in dir with every family registered,
+// reading the weights from disk first (see Registry.LoadContext).
+func LoadContext(ctx context.Context, dir string, progress func(done, total int64)) (Model, error) {
+	return NewRegistry().LoadContext(ctx, dir, progress)
+}
+
+// Load opens the checkpoint in dir. The weights stay memory-mapped and
+// are read from disk as they are first used.
 func (r *Registry) Load(dir string) (Model, error) {
+	return r.load(context.Background(), dir, false, nil)
+}
+
+// LoadContext opens the checkpoint in dir and reads its weights once
+// (safetensors.Model.Prefault), reporting progress in bytes, so a slow disk
+// is paid for at load time rather than by the first request. It stops when
+// ctx is done.
+func (r *Registry) LoadContext(ctx context.Context, dir string, progress func(done, total int64)) (Model, error) {
+	return r.load(ctx, dir, true, progress)
+}
+
+func (r *Registry) load(ctx context.Context, dir string, prefault bool, progress func(done, total int64)) (Model, error) {
 	cfg, err := ReadConfig(dir)
 	if err != nil {
 		return nil, err
@@ -215,6 +235,12 @@ func (r *Registry) Load(dir string) (Model, error) {
 	st, err := safetensors.Open(dir)
 	if err != nil {
 		return nil, err
+	}
+	if prefault {
+		if err := st.Prefault(ctx, progress); err != nil {
+			st.Close()
+			return nil, fmt.Errorf("reading %s: %w", dir, err)
+		}
 	}
 	w := &Weights{Dir: dir, st: st}
 	m, err := fam.Load(cfg, w)

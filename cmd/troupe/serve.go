@@ -16,6 +16,8 @@ import (
 
 	troupe "github.com/troupe-ai/troupe"
 	troupehttp "github.com/troupe-ai/troupe/http"
+	"github.com/troupe-ai/troupe/kvcache"
+	"golang.org/x/term"
 )
 
 // serveAlias maps the flag names people type by habit from other servers
@@ -81,6 +83,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	inspectOut := fs.String("inspect-max-output", "16MiB", "largest inspection answer in bytes (413 past it)")
 	stallTimeout := fs.Duration("stall-timeout", time.Minute, "queued work waiting this long for an engine step turns /ready to 503 (0: off)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	statsEvery := fs.Duration("stats-interval", 10*time.Second, "log a stats line (running, waiting, tokens/s, cache hits, KV use) this often while busy, at info level (0: off)")
 	readTimeout := fs.Duration("read-timeout", 30*time.Second, "longest time to receive one request, headers and body (408 past it)")
 	writeTimeout := fs.Duration("write-timeout", 60*time.Second, "longest time to send one non-streamed response")
 	idleTimeout := fs.Duration("idle-timeout", 60*time.Second, "close keep-alive connections idle this long")
@@ -141,6 +144,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("serve: --responses-max-bytes: %w", err)
 	}
+	if *statsEvery < 0 {
+		return fmt.Errorf("serve: --stats-interval must be >= 0, got %v", *statsEvery)
+	}
 	if *maxModelLen < 0 {
 		return fmt.Errorf("serve: --max-model-len must be >= 0, got %d", *maxModelLen)
 	}
@@ -173,7 +179,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Model: *dir, ServedName: *name, ChatTemplate: *tmpl, Threads: *threads, Parallel: *parallel,
 		KVBudget: budget, SnapshotBudget: snaps, StepTokens: *stepTokens, MaxModelLen: *maxModelLen, PromptCache: *promptCache, Logger: log, LoadDelay: *loadDelay,
 		StallTimeout: *stallTimeout, PrepareTimeout: *prepTimeout, MaxInspections: *maxInspections,
-		InspectMaxInput: int(inMax), InspectMaxOutput: int(outMax),
+		InspectMaxInput: int(inMax), InspectMaxOutput: int(outMax), LoadProgress: loadBar(stderr),
 	})
 	if err != nil {
 		return err
@@ -198,6 +204,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	go func() { errc <- srv.Serve(ln) }()
 	loadErr := make(chan string, 1)
 	go watchLoad(ctx, rt, loadErr)
+	go rt.LogStats(ctx, *statsEvery)
 	select {
 	case err := <-errc:
 		return err
@@ -325,4 +332,30 @@ func parseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a positive size", s)
 	}
 	return int64(v * float64(mult)), nil
+}
+
+// loadBar draws the weight read as a bar on w when w is a terminal (nil
+// otherwise: the runtime then logs a line every few seconds of a slow
+// read). The bar appears only once a read has taken a moment, so a fast
+// disk draws nothing.
+func loadBar(w io.Writer) func(done, total int64) {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	began := time.Now()
+	drawn := false
+	return func(done, total int64) {
+		if total <= 0 || !drawn && (done >= total || time.Since(began) < 500*time.Millisecond) {
+			return
+		}
+		drawn = true
+		const width = 30
+		n := int(width * done / total)
+		fmt.Fprintf(f, "\rloading weights [%s%s] %3d%% %s / %s", strings.Repeat("=", n), strings.Repeat(" ", width-n),
+			100*done/total, kvcache.FormatBytes(done), kvcache.FormatBytes(total))
+		if done >= total {
+			fmt.Fprintln(f)
+		}
+	}
 }

@@ -208,3 +208,44 @@ func servableDir(t *testing.T) string {
 	}
 	return dir
 }
+
+// TestServeBanner: once the model is loaded, serve logs one line saying
+// what it runs with (weights, kernels, threads, KV pool in tokens, context,
+// prompt-cache mode), and the load phases stay out of the info log.
+func TestServeBanner(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncbuf.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", servableDir(t), "--port", "0", "--threads", "1", "--kv-budget", "16MiB", "-c", "100"}, &out, &errOut)
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(errOut.String(), `msg="model loaded"`) {
+		select {
+		case err := <-done:
+			t.Fatalf("serve ended: %v\n%s", err, errOut.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no banner:\n%s", errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	var banner string
+	for _, l := range strings.Split(errOut.String(), "\n") {
+		if strings.Contains(l, `msg="model loaded"`) {
+			banner = l
+		}
+	}
+	for _, want := range []string{"arch=LlamaForCausalLM", "weights=", "dtype=", `kernels="cpu/`, "threads=1", `kv_budget="16.0 MiB"`, `kv_pool="`, "context=100", `prompt_cache="prefix pages"`} {
+		if !strings.Contains(banner, want) {
+			t.Errorf("banner %q lacks %s", banner, want)
+		}
+	}
+	if strings.Contains(errOut.String(), "phase=") {
+		t.Errorf("load phases logged at info:\n%s", errOut.String())
+	}
+}
