@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/troupe-ai/troupe/internal/fixtures"
 	"github.com/troupe-ai/troupe/internal/syncbuf"
 )
 
@@ -123,5 +124,27 @@ func TestChatURL(t *testing.T) {
 	defer mu.Unlock()
 	if strings.Join(seen, "\n") != strings.Join(want, "\n") || out.String() != "pong\npong\npong\n" {
 		t.Fatalf("requests:\n%s\noutput %q", strings.Join(seen, "\n"), out.String())
+	}
+}
+
+// TestChatReasoning: a model loaded here whose answer is scripted (a real
+// forward pass, with Qwen3's tokenizer and template) shows its reasoning
+// between Thinking... and ...done thinking., then the answer; the next
+// turn is answered too (the reasoning is not sent back).
+func TestChatReasoning(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "scripted")
+	if _, err := runCLI(t, "model", "init", "--preset", "tiny", "--seed", "2", "--out", dir,
+		"--tokenizer", fixtures.Path(t, "tokenizers", "qwen3"), "--script", "assistant\n<think>Plan a greeting.</think>Hello there!<|im_end|>"); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	var errOut syncbuf.Buffer
+	err := cmdChat(context.Background(), []string{dir, "--threads", "1", "--kv-budget", "16MiB", "--temperature", "0"}, strings.NewReader("hi\nagain\n"), &out, &errOut)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	turn := "Thinking...\nPlan a greeting.\n...done thinking.\n\nHello there!\n"
+	if out.String() != turn+turn {
+		t.Fatalf("stdout %q, want the scripted turn twice", out.String())
 	}
 }
