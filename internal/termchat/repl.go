@@ -67,14 +67,11 @@ type Config struct {
 // like a server shutting down on SIGTERM).
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Model == "" {
-		names, err := cfg.Client.Models(ctx)
+		name, err := firstModel(ctx, cfg.Client, cfg.Interrupt)
 		if err != nil {
 			return err
 		}
-		if len(names) == 0 {
-			return errors.New("the server lists no models (GET /v1/models); name one")
-		}
-		cfg.Model = names[0]
+		cfg.Model = name
 	}
 	s := &session{cfg: cfg}
 	s.conv.SetSystem(cfg.System)
@@ -86,6 +83,37 @@ func Run(ctx context.Context, cfg Config) error {
 		fmt.Fprintf(cfg.Out, "%s\n", s.dim(fmt.Sprintf("Chatting with %s. /? for help, Ctrl-D or /bye to exit.", cfg.Model)))
 	}
 	return s.loop(ctx, lines)
+}
+
+// firstModel asks the server for its models and returns the first; Ctrl-C
+// meanwhile gives up with ErrInterrupted.
+func firstModel(ctx context.Context, c *Client, interrupt <-chan os.Signal) (string, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		names []string
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		names, err := c.Models(ctx)
+		done <- result{names, err}
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-interrupt:
+		cancel()
+		<-done
+		return "", ErrInterrupted
+	}
+	if res.err != nil {
+		return "", res.err
+	}
+	if len(res.names) == 0 {
+		return "", errors.New("the server lists no models (GET /v1/models); name one")
+	}
+	return res.names[0], nil
 }
 
 // session is one Run's state.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"reflect"
 	"strings"
@@ -361,5 +362,26 @@ func TestSanitize(t *testing.T) {
 		if got := Sanitize(in); got != want {
 			t.Errorf("Sanitize(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestRunInterruptModels: Ctrl-C while the server is asked for its models
+// (a server that does not answer) gives up.
+func TestRunInterruptModels(t *testing.T) {
+	asked := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(asked)
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	intr := make(chan os.Signal, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(context.Background(), Config{Client: &Client{BaseURL: srv.URL}, In: strings.NewReader(""), Out: io.Discard, Err: io.Discard, Interrupt: intr, Interactive: true})
+	}()
+	<-asked
+	intr <- os.Interrupt
+	if err := wait(t, done); !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("%v, want ErrInterrupted", err)
 	}
 }
