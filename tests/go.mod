@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/anthropics/anthropic-sdk-go v1.84.0
+	github.com/creack/pty v1.1.24
 	github.com/openai/openai-go v1.12.0
 	github.com/troupe-ai/troupe v0.0.0
 )

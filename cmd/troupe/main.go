@@ -1,5 +1,6 @@
 // Command troupe serves and runs Hugging Face checkpoints.
 //
+//	troupe chat [DIR | --url URL [NAME]] [flags]
 //	troupe generate [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3) [flags]
 //	troupe model init (--preset NAME | --config FILE) --out DIR [flags]
 //
@@ -21,7 +22,11 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if len(os.Args) > 1 && os.Args[1] == "chat" {
+		sigs = sigs[1:] // chat takes Ctrl-C itself: it stops a reply, not the command
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if code := exitCode(err); code != 0 {
@@ -64,6 +69,7 @@ const usage = `usage: troupe <command> [flags]
 
 commands:
   serve        serve the OpenAI-compatible HTTP API (built-in demo model without --model)
+  chat         chat in the terminal with a model loaded here (demo model without one) or a server (--url)
   bench        load-test a running server with streamed chat requests
   generate     generate tokens from a prompt (built-in demo model without --model)
   model init   write a random-weight checkpoint in the Hugging Face layout
@@ -83,6 +89,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "serve":
 		return cmdServe(ctx, args[1:], stdout, stderr)
+	case "chat":
+		return cmdChat(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "bench":
 		return cmdBench(ctx, args[1:], stdout, stderr)
 	case "generate":
