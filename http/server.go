@@ -467,10 +467,16 @@ func cacheJSON(st *actors.SchedulerStats) fiber.Map {
 	return m
 }
 
+// models serves GET /v1/models. Once the model's files are read, its
+// entry says in default_sampling_params which sampling parameters a request
+// that leaves them out gets from the model's generation_config.json ({}:
+// none, the server's own defaults apply).
 func (s *Server) models(c *fiber.Ctx) error {
-	return c.JSON(fiber.Map{"object": "list", "data": []fiber.Map{{
-		"id": s.rt.Name(), "object": "model", "created": 0, "owned_by": "troupe",
-	}}})
+	m := fiber.Map{"id": s.rt.Name(), "object": "model", "created": 0, "owned_by": "troupe"}
+	if d, ok := s.rt.SamplingDefaults(); ok {
+		m["default_sampling_params"] = d
+	}
+	return c.JSON(fiber.Map{"object": "list", "data": []fiber.Map{m}})
 }
 
 // Serve serves HTTP on ln until Shutdown, under the connection cap
