@@ -59,7 +59,7 @@ func (l *dirLoader) LoadAssets(ctx context.Context) (*chat.Assets, error) {
 // Options.GenerationConfig, logged once: the parameters the file holds
 // but troupe cannot use as warnings, the defaults that apply at info level.
 func (l *dirLoader) samplingDefaults(gen *model.GenerationConfig) sample.Defaults {
-	log := l.opts.Logger
+	log := l.opts.Logger.With("model", l.opts.ServedName)
 	if l.opts.GenerationConfig == GenerationConfigNone {
 		log.Info("sampling defaults: the server's own; the model's generation_config.json is not used", "generation_config", GenerationConfigNone)
 		return sample.Defaults{}
