@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-ai/troupe/gpu/cpu"
 	"github.com/troupe-ai/troupe/kvcache"
 	"github.com/troupe-ai/troupe/model"
+	"github.com/troupe-ai/troupe/sample"
 	"github.com/troupe-ai/troupe/templates"
 	"github.com/troupe-ai/troupe/tokenizer"
 )
@@ -40,7 +41,11 @@ func (l *dirLoader) LoadAssets(ctx context.Context) (*chat.Assets, error) {
 	if a.SpecialTokens, err = templates.LoadSpecialTokens(dir); err != nil {
 		return nil, err
 	}
-	eos, err := modelEOS(dir)
+	gen, err := model.ReadGenerationConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	eos, err := modelEOS(dir, gen)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +53,29 @@ func (l *dirLoader) LoadAssets(ctx context.Context) (*chat.Assets, error) {
 		eos = append(eos, id)
 	}
 	a.EOS = eos
+	a.Sampling = l.samplingDefaults(gen)
 	return a, nil
+}
+
+// samplingDefaults are the model's recommended sampling parameters under
+// Options.GenerationConfig, logged once: the parameters the file holds
+// but troupe cannot use as warnings, the defaults that apply at info level.
+func (l *dirLoader) samplingDefaults(gen *model.GenerationConfig) sample.Defaults {
+	log := l.opts.Logger.With("model", l.opts.ServedName)
+	if l.opts.GenerationConfig == GenerationConfigNone {
+		log.Info("sampling defaults: the server's own; the model's generation_config.json is not used", "generation_config", GenerationConfigNone)
+		return sample.Defaults{}
+	}
+	for _, why := range gen.Ignored {
+		log.Warn("generation_config.json: a sampling parameter is left out", "path", gen.Path, "reason", why)
+	}
+	if gen.Sampling.Fields() == 0 {
+		log.Info("sampling defaults: the server's own; the model recommends none", "generation_config", GenerationConfigAuto)
+		return sample.Defaults{}
+	}
+	log.Info("sampling defaults: the model's generation_config.json, where a request does not set them", "generation_config", GenerationConfigAuto,
+		"defaults", gen.Sampling)
+	return gen.Sampling
 }
 
 // loadTemplates finds the chat templates as transformers does
@@ -98,33 +125,35 @@ func containsID(ids []int32, id int32) bool {
 	return false
 }
 
-// modelEOS reads eos_token_id from generation_config.json, else config.json.
-func modelEOS(dir string) ([]int32, error) {
-	for _, name := range []string{"generation_config.json", "config.json"} {
-		data, err := os.ReadFile(filepath.Join(dir, name))
+// modelEOS is eos_token_id from generation_config.json, else from
+// config.json.
+func modelEOS(dir string, gen *model.GenerationConfig) ([]int32, error) {
+	ids := gen.EOS
+	if ids == nil {
+		path := filepath.Join(dir, "config.json")
+		data, err := os.ReadFile(path)
 		if errors.Is(err, fs.ErrNotExist) {
-			continue
+			return nil, nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		c, err := model.ParseConfig(filepath.Join(dir, name), data)
+		c, err := model.ParseConfig(path, data)
 		if err != nil {
 			return nil, err
 		}
-		ids, err := c.Ints("eos_token_id")
-		if err != nil {
+		if ids, err = c.Ints("eos_token_id"); err != nil {
 			return nil, err
-		}
-		if ids != nil {
-			out := make([]int32, len(ids))
-			for i, v := range ids {
-				out[i] = int32(v)
-			}
-			return out, nil
 		}
 	}
-	return nil, nil
+	if ids == nil {
+		return nil, nil
+	}
+	out := make([]int32, len(ids))
+	for i, v := range ids {
+		out[i] = int32(v)
+	}
+	return out, nil
 }
 
 // LoadModel loads the weights and sets up the device and the KV pool.

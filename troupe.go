@@ -31,6 +31,7 @@ import (
 	"github.com/troupe-ai/troupe/metrics"
 	"github.com/troupe-ai/troupe/model"
 	"github.com/troupe-ai/troupe/model/checkpoint"
+	"github.com/troupe-ai/troupe/sample"
 	"github.com/troupe-ai/troupe/templates"
 )
 
@@ -65,6 +66,12 @@ type Options struct {
 	// PromptCache turns on prompt reuse (and with it history-boundary
 	// renders on snapshot-reuse models).
 	PromptCache bool
+	// GenerationConfig says where a request's unset sampling parameters
+	// come from: GenerationConfigAuto ("" too) takes the model's
+	// recommended ones from its generation_config.json, as vLLM's
+	// --generation-config auto; GenerationConfigNone ("vllm" too, vLLM's
+	// name for it) ignores them, so the server's own defaults apply.
+	GenerationConfig string
 	// StallTimeout is how long queued work may wait for an engine step
 	// before the runtime reports itself stalled (Runtime.Stalled, /ready,
 	// troupe_scheduler_stalled); 0 means 60s, negative turns it off.
@@ -106,7 +113,16 @@ type Options struct {
 	// PrepareHook runs in the preparer before each request (tests inject
 	// panics through it).
 	PrepareHook func(*actors.Prepare)
+	// JobHook sees each generation's job just before it goes to the
+	// scheduler (tests check what the engine is asked to do).
+	JobHook func(*actors.PrefillJob)
 }
+
+// The values of Options.GenerationConfig.
+const (
+	GenerationConfigAuto = "auto"
+	GenerationConfigNone = "none"
+)
 
 // DefaultSnapshotShare: without Options.SnapshotBudget, snapshots get
 // 1/DefaultSnapshotShare of the KV budget.
@@ -134,6 +150,8 @@ type Runtime struct {
 	inspections chan struct{}
 	// limits are the loaded model's length limits (nil while loading).
 	limits atomic.Pointer[engine.Limits]
+	// sampling are the model's sampling defaults in use (nil while loading).
+	sampling atomic.Pointer[sample.Defaults]
 }
 
 // InspectLimits bound one inspection request.
@@ -211,6 +229,15 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 	if opts.InspectMaxOutput <= 0 {
 		opts.InspectMaxOutput = 16 << 20
 	}
+	switch opts.GenerationConfig {
+	case "", GenerationConfigAuto:
+		opts.GenerationConfig = GenerationConfigAuto
+	case GenerationConfigNone, "vllm":
+		opts.GenerationConfig = GenerationConfigNone
+	default:
+		return nil, fmt.Errorf("troupe: generation config %q: want %q (the model's sampling defaults) or %q (the server's)",
+			opts.GenerationConfig, GenerationConfigAuto, GenerationConfigNone)
+	}
 	dir := opts.Model
 	if dir == "" {
 		var err error
@@ -238,7 +265,7 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spawn scheduler: %w", err)
 	}
-	loader := &limitsLoader{Loader: &dirLoader{opts: opts}, limits: &rt.limits, maxModelLen: opts.MaxModelLen}
+	loader := &limitsLoader{Loader: &dirLoader{opts: opts}, limits: &rt.limits, sampling: &rt.sampling, maxModelLen: opts.MaxModelLen}
 	rt.pids.Model, err = root.SpawnNamed(actor.PropsFromProducer(actors.NewModelActor(rt.name, loader, rt.pids.Scheduler, opts.Logger)), "model-"+rt.name+"-"+uniq())
 	if err != nil {
 		return nil, fmt.Errorf("spawn model actor: %w", err)
@@ -253,11 +280,22 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 
 // limitsLoader records the loaded model's length limits for the runtime
 // before the ModelActor hands the model to the scheduler, so requests can
-// be checked against them before they are submitted.
+// be checked against them before they are submitted, and the sampling
+// defaults in use, for the runtime to report.
 type limitsLoader struct {
 	actors.Loader
 	limits      *atomic.Pointer[engine.Limits]
+	sampling    *atomic.Pointer[sample.Defaults]
 	maxModelLen int
+}
+
+func (l *limitsLoader) LoadAssets(ctx context.Context) (*chat.Assets, error) {
+	a, err := l.Loader.LoadAssets(ctx)
+	if err == nil {
+		d := a.Sampling
+		l.sampling.Store(&d)
+	}
+	return a, err
 }
 
 func (l *limitsLoader) LoadModel(ctx context.Context, phase func(string)) (model.Model, gpu.Device, *kvcache.Pool, error) {
@@ -331,6 +369,16 @@ func (r *Runtime) Limits() (l engine.Limits, ok bool) {
 		return *p, true
 	}
 	return engine.Limits{}, false
+}
+
+// SamplingDefaults are the sampling parameters that fill what a request
+// leaves unset: the model's recommended ones (Options.GenerationConfig);
+// ok is false until the model's files are read.
+func (r *Runtime) SamplingDefaults() (d sample.Defaults, ok bool) {
+	if p := r.sampling.Load(); p != nil {
+		return *p, true
+	}
+	return sample.Defaults{}, false
 }
 
 // PromptCache reports whether the prompt cache is on.
@@ -565,6 +613,9 @@ func (r *Runtime) Generate(ctx context.Context, req *chat.Request) (*Stream, err
 		if _, err := l.Admit(len(job.Prompt), int(job.MaxTokens), job.FitMaxTokens); err != nil {
 			return nil, err
 		}
+	}
+	if r.opts.JobHook != nil {
+		r.opts.JobHook(job)
 	}
 	events := make(chan *actors.TokenEvent, 64)
 	done := make(chan struct{})     // closed by Cancel

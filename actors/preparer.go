@@ -159,10 +159,12 @@ func (p *RequestPreparer) prepare(ctx actor.Context, msg *Prepare, sender *actor
 	}
 }
 
-// job builds the PrefillJob of a prepared request.
+// job builds the PrefillJob of a prepared request. The model's
+// recommended sampling parameters fill those the request left unset: here,
+// once for every API, where the request becomes the engine's job.
 func (p *RequestPreparer) job(msg *Prepare, prep *chat.Prepared) *PrefillJob {
 	r := msg.Request
-	s := r.Sampling
+	s := p.assets.Sampling.Apply(r.Sampling, r.SamplingSet)
 	j := &PrefillJob{
 		RequestId: msg.ID, Prompt: prep.IDs, MaxTokens: int32(r.MaxTokens), FitMaxTokens: r.FitMaxTokens,
 		Sampling: &SamplingParams{Temperature: s.Temperature, TopK: int32(s.TopK), TopP: s.TopP, MinP: s.MinP,

@@ -35,6 +35,11 @@ type Request struct {
 	Logprobs     bool
 	TopLogprobs  int
 	IgnoreEOS    bool
+	// SamplingSet says which of Sampling's parameters the request set
+	// itself; the model's recommended defaults (Assets.Sampling) replace
+	// the others when the request is prepared. A Go caller that wants
+	// Sampling exactly as it is sets sample.AllFields.
+	SamplingSet sample.Fields
 	// Thinking, when set, switches the template's thinking (see Thinking).
 	Thinking *Thinking
 	// CacheScope restricts prompt reuse to one conversation (OpenAI's
@@ -89,6 +94,9 @@ type Assets struct {
 	// EOS are the ids that end generation (generation_config.json and the
 	// tokenizer's eos token).
 	EOS []int32
+	// Sampling are the model's recommended sampling parameters
+	// (generation_config.json); empty when the runtime ignores them.
+	Sampling sample.Defaults
 
 	shapes shapes   // each template's tool-call shape, probed on first use
 	json   jsonText // tojson, for templates that want arguments as text

@@ -488,11 +488,17 @@ func cacheJSON(st *actors.SchedulerStats) fiber.Map {
 
 // models serves GET /v1/models: the one served model, with vLLM's
 // max_model_len (the most positions one request may use: the model's, cut
-// by --max-model-len and by the KV pool) once it is loaded.
+// by --max-model-len and by the KV pool) once it is loaded, and in
+// default_sampling_params which sampling parameters a request that leaves
+// them out gets from the model's generation_config.json ({}: none, the
+// server's own defaults apply) once its files are read.
 func (s *Server) models(c *fiber.Ctx) error {
 	m := fiber.Map{"id": s.rt.Name(), "object": "model", "created": s.rt.Started().Unix(), "owned_by": "troupe", "root": s.rt.Name()}
 	if l, ok := s.rt.Limits(); ok && l.Context() > 0 {
 		m["max_model_len"] = l.Context()
+	}
+	if d, ok := s.rt.SamplingDefaults(); ok {
+		m["default_sampling_params"] = d
 	}
 	return c.JSON(fiber.Map{"object": "list", "data": []fiber.Map{m}})
 }

@@ -2,9 +2,7 @@ package model
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -257,10 +255,11 @@ func readInfo(c *Config, w *Weights, arch string, vocab, hidden, layers, maxPos 
 	if err := w.Err(); err != nil {
 		return Info{}, err
 	}
-	eos, err := generationEOS(w.Dir)
+	gen, err := ReadGenerationConfig(w.Dir)
 	if err != nil {
 		return Info{}, err
 	}
+	eos := gen.EOS
 	if eos == nil {
 		if eos, err = c.Ints("eos_token_id"); err != nil {
 			return Info{}, err
@@ -273,23 +272,6 @@ func readInfo(c *Config, w *Weights, arch string, vocab, hidden, layers, maxPos 
 	mt, _ := c.String("model_type", "")
 	return Info{Arch: arch, ModelType: mt, Vocab: vocab, Hidden: hidden, Layers: layers, MaxPos: maxPos,
 		DType: embed.DType, BOS: bos, EOS: eos, Params: w.params, WeightBytes: w.bytes}, nil
-}
-
-// generationEOS reads eos_token_id from dir/generation_config.json, if any.
-func generationEOS(dir string) ([]int, error) {
-	path := filepath.Join(dir, "generation_config.json")
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read generation config: %w", err)
-	}
-	c, err := ParseConfig(path, data)
-	if err != nil {
-		return nil, err
-	}
-	return c.Ints("eos_token_id")
 }
 
 // Weights wraps the checkpoint's tensors with shape-checked accessors.

@@ -79,6 +79,14 @@
 // model's distribution before penalties, temperature and filtering, as the
 // OpenAI API and vLLM's default do.
 //
+// # Model defaults
+//
+// [Defaults] are a model's recommended parameters (generation_config.json:
+// temperature, top_p, top_k, min_p, repetition_penalty, the keys vLLM's
+// --generation-config auto takes). [Defaults.Apply] replaces only the
+// parameters a request did not set itself ([Fields]); an explicit value,
+// temperature 0 included, always wins, as in vLLM.
+//
 // # Special values
 //
 // NaN logits are treated as -Inf (never chosen) and +Inf as the largest

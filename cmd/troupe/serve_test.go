@@ -249,3 +249,68 @@ func TestServeBanner(t *testing.T) {
 		t.Errorf("load phases logged at info:\n%s", errOut.String())
 	}
 }
+
+// TestServeGenerationConfig: --generation-config chooses whether the
+// model's generation_config.json sets the sampling defaults, and serve
+// says at startup which apply; an unknown mode stops serve before it
+// starts.
+func TestServeGenerationConfig(t *testing.T) {
+	model := servableDir(t)
+	gen := `{"temperature": 0.6, "top_p": 0.9, "top_k": 20, "repetition_penalty": 1.1}`
+	if err := os.WriteFile(filepath.Join(model, "generation_config.json"), []byte(gen), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		mode, want string
+	}{
+		{"auto", "generation_config=auto defaults.temperature=0.6 defaults.top_p=0.9 defaults.top_k=20 defaults.repetition_penalty=1.1"},
+		{"none", "generation_config=none"},
+		{"vllm", "generation_config=none"},
+		{"bogus", `generation config "bogus"`},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var out, errOut syncbuf.Buffer
+			done := make(chan error, 1)
+			go func() {
+				done <- run(ctx, []string{"serve", model, "--port", "0", "--threads", "1", "--generation-config", tc.mode}, &out, &errOut)
+			}()
+			if tc.mode == "bogus" {
+				if err := <-done; err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("serve --generation-config bogus: %v, want an error mentioning %q", err, tc.want)
+				}
+				return
+			}
+			deadline := time.Now().Add(60 * time.Second)
+			for !strings.Contains(errOut.String(), `msg="sampling defaults`) {
+				select {
+				case err := <-done:
+					t.Fatalf("serve ended: %v\n%s", err, errOut.String())
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("serve logged no sampling defaults:\n%s", errOut.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if line := grepLine(errOut.String(), `msg="sampling defaults`); !strings.Contains(line, "level=INFO") || !strings.Contains(line, tc.want) {
+				t.Errorf("startup log %q, want an info line with %q", line, tc.want)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve after shutdown: %v", err)
+			}
+		})
+	}
+}
+
+// grepLine is the first line of s holding sub.
+func grepLine(s, sub string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	return ""
+}

@@ -153,6 +153,16 @@ func sampling(req *messagesRequest, r *chat.Request) error {
 		return bad("", "%v", err)
 	}
 	r.Sampling = p
+	// What the request sets, the model's defaults do not replace.
+	if req.Temperature != nil {
+		r.SamplingSet |= sample.FieldTemperature
+	}
+	if req.TopP != nil {
+		r.SamplingSet |= sample.FieldTopP
+	}
+	if req.TopK != nil {
+		r.SamplingSet |= sample.FieldTopK
+	}
 	return nil
 }
 

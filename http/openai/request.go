@@ -73,21 +73,26 @@ func (c *common) sampling(r *chat.Request, defaultMax int) error {
 		return bad("max_tokens", "max_tokens must be between 1 and %d, got %d", maxTokensCap, r.MaxTokens)
 	}
 	p := sample.Params{Temperature: 1}
+	var set sample.Fields // those the model's defaults must not replace
 	for _, f := range []struct {
 		name   string
 		v      *float64
 		lo, hi float64
 		dst    *float32
+		field  sample.Fields
 	}{
-		{"temperature", c.Temperature, 0, 2, &p.Temperature},
-		{"top_p", c.TopP, 0, 1, &p.TopP},
-		{"min_p", c.MinP, 0, 1, &p.MinP},
-		{"repetition_penalty", c.RepetitionPenalty, 0, 2, &p.RepetitionPenalty},
-		{"presence_penalty", c.PresencePenalty, -2, 2, &p.PresencePenalty},
-		{"frequency_penalty", c.FrequencyPenalty, -2, 2, &p.FrequencyPenalty},
+		{"temperature", c.Temperature, 0, 2, &p.Temperature, sample.FieldTemperature},
+		{"top_p", c.TopP, 0, 1, &p.TopP, sample.FieldTopP},
+		{"min_p", c.MinP, 0, 1, &p.MinP, sample.FieldMinP},
+		{"repetition_penalty", c.RepetitionPenalty, 0, 2, &p.RepetitionPenalty, sample.FieldRepetitionPenalty},
+		{"presence_penalty", c.PresencePenalty, -2, 2, &p.PresencePenalty, 0},
+		{"frequency_penalty", c.FrequencyPenalty, -2, 2, &p.FrequencyPenalty, 0},
 	} {
 		if err := apierr.Number(f.name, f.v, f.lo, f.hi, f.dst); err != nil {
 			return err
+		}
+		if f.v != nil {
+			set |= f.field
 		}
 	}
 	if c.RepetitionPenalty != nil && *c.RepetitionPenalty <= 0 {
@@ -96,13 +101,16 @@ func (c *common) sampling(r *chat.Request, defaultMax int) error {
 	if err := apierr.TopK(c.TopK, &p.TopK); err != nil {
 		return err
 	}
+	if c.TopK != nil {
+		set |= sample.FieldTopK
+	}
 	if c.Seed != nil {
 		p.Seed, p.HasSeed = uint64(*c.Seed), true
 	}
 	if err := p.Validate(); err != nil {
 		return bad("", "%v", err)
 	}
-	r.Sampling = p
+	r.Sampling, r.SamplingSet = p, set
 	r.IgnoreEOS = c.IgnoreEOS
 	stop, err := stops(c.Stop)
 	if err != nil {

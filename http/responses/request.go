@@ -122,6 +122,13 @@ func translate(req *request, prior, items []any) (*chat.Request, []any, error) {
 		return nil, nil, bad("", "%v", err)
 	}
 	r.Sampling = p
+	// What the request sets, the model's defaults do not replace.
+	if req.Temperature != nil {
+		r.SamplingSet |= sample.FieldTemperature
+	}
+	if req.TopP != nil {
+		r.SamplingSet |= sample.FieldTopP
+	}
 	r.CacheScope = req.PromptCacheKey
 	if req.Background {
 		return nil, nil, bad("background", "background responses are not supported; omit background or set it to false")

@@ -457,6 +457,21 @@ func (b *builder) finalOutput() []fiber.Map {
 	return out
 }
 
+// used is what the response reports of a sampling parameter: the
+// request's value, else the one it ran with (the model's default, or the
+// server's); zero is what 0 in the job means (top_p: off, that is 1).
+func used(given *float64, ran float32, zero float64) float64 {
+	if given != nil {
+		return *given
+	}
+	if ran == 0 {
+		return zero
+	}
+	// The job carries float32: print its shortest form (0.6, not 0.6000000238418579).
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(ran), 'g', -1, 32), 64)
+	return v
+}
+
 // object is the response object in the given status with the given output.
 func (b *builder) object(status string, output []fiber.Map) fiber.Map {
 	req := b.req
@@ -473,13 +488,8 @@ func (b *builder) object(status string, output []fiber.Map) fiber.Map {
 	if req.User != nil {
 		user = *req.User
 	}
-	temperature, topP := 1.0, 1.0
-	if req.Temperature != nil {
-		temperature = *req.Temperature
-	}
-	if req.TopP != nil {
-		topP = *req.TopP
-	}
+	ran := b.t.Stream.Prepared.Job.Sampling
+	temperature, topP := used(req.Temperature, ran.Temperature, 0), used(req.TopP, ran.TopP, 1)
 	var toolChoice any = "auto"
 	if len(req.ToolChoice) > 0 && string(req.ToolChoice) != "null" {
 		toolChoice = json.RawMessage(req.ToolChoice)
