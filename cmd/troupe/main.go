@@ -76,6 +76,7 @@ commands:
   tokenize     JSON lines {"text"} on stdin -> ids, tokens, byte offsets (--tokenizer DIR)
   detokenize   JSON lines {"ids"} on stdin -> text (--tokenizer DIR)
   render       JSON lines {"messages", ...} on stdin -> chat-template prompt (--template FILE | --model DIR)
+  health       exit 0 when a server's /health is 200 (container healthchecks)
   version      print the build's version
 
 Run 'troupe <command> -h' for a command's flags.
@@ -99,6 +100,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdTokenize(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "detokenize":
 		return cmdDetokenize(ctx, args[1:], os.Stdin, stdout, stderr)
+	case "health":
+		return cmdHealth(ctx, args[1:], stdout, stderr)
 	case "render":
 		return cmdRender(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "model":

@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"github.com/troupe-ai/troupe/internal/syncbuf"
+	nethttp "net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -313,4 +316,35 @@ func grepLine(s, sub string) string {
 		}
 	}
 	return ""
+}
+
+// TestHealthCommand: troupe health (the containers' healthcheck) exits 0
+// for a 200 and fails for a 503 or no server.
+func TestHealthCommand(t *testing.T) {
+	status := 503
+	srv := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		if r.URL.Path != "/health" {
+			nethttp.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(status)
+		fmt.Fprint(w, `{"status":"loading"}`)
+	}))
+	defer srv.Close()
+	if _, err := runCLI(t, "health", "--url", srv.URL+"/health"); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("health of a loading server: %v", err)
+	}
+	status = 200
+	if out, err := runCLI(t, "health", "--url", srv.URL+"/health"); err != nil || !strings.Contains(out, "loading") {
+		t.Fatalf("health of a ready server: %q %v", out, err)
+	}
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	t.Setenv("TROUPE_PORT", port)
+	if _, err := runCLI(t, "health"); err != nil {
+		t.Fatalf("health on TROUPE_PORT: %v", err)
+	}
+	srv.Close()
+	if _, err := runCLI(t, "health"); err == nil {
+		t.Fatal("health with no server succeeded")
+	}
 }
