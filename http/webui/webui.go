@@ -17,9 +17,9 @@ import (
 //go:embed static
 var static embed.FS
 
-// AssetPrefix is the path under which the page's script and style sheet
+// assetPrefix is the path under which the page's script and style sheet
 // are served (index.html refers to them relative to /).
-const AssetPrefix = "/ui/"
+const assetPrefix = "/ui/"
 
 // htmlType is the page's media type.
 const htmlType = "text/html; charset=utf-8"
@@ -91,7 +91,7 @@ func Mount(r fiber.Router) {
 		panic(err)
 	}
 	r.Get("/", func(c *fiber.Ctx) error { return s.serve(c, "index.html") })
-	r.Get(AssetPrefix+":name", func(c *fiber.Ctx) error { return s.serve(c, c.Params("name")) })
+	r.Get(assetPrefix+":name", func(c *fiber.Ctx) error { return s.serve(c, c.Params("name")) })
 }
 
 // serve writes the file name, or 304 when the client's copy is current,
