@@ -139,11 +139,11 @@ async function loadModels() {
   ui.modelName.textContent = chat.model;
   // Whatever else the server says about the model, as name: value.
   for (const [k, v] of Object.entries(first)) {
-    if (k === 'id' || v === null || typeof v === 'object') continue;
+    if (k === 'id' || k === 'object' || v === null || typeof v === 'object' || (k === 'created' && !v)) continue;
     const dt = document.createElement('dt');
     dt.textContent = k.replaceAll('_', ' ');
     const dd = document.createElement('dd');
-    dd.textContent = k === 'created' && typeof v === 'number' && v > 0 ? new Date(v * 1000).toLocaleString() : String(v);
+    dd.textContent = k === 'created' && typeof v === 'number' ? new Date(v * 1000).toLocaleString() : String(v);
     ui.modelDetails.append(dt, dd);
   }
   if (models.length > 1) {
