@@ -28,6 +28,7 @@ import (
 	"github.com/troupe-ai/troupe/http/openai"
 	"github.com/troupe-ai/troupe/http/responses"
 	"github.com/troupe-ai/troupe/http/turn"
+	"github.com/troupe-ai/troupe/http/webui"
 )
 
 // Config configures the server.
@@ -201,6 +202,7 @@ func New(rt *troupe.Runtime, cfg Config) *Server {
 	v1.Get("/responses/:id", resp.Get)
 	v1.Get("/responses/:id/input_items", resp.InputItems)
 	v1.Delete("/responses/:id", resp.Delete)
+	webui.Mount(app) // the chat page at / (no key: its API calls send one)
 	s.App = app
 	return s
 }
@@ -221,7 +223,7 @@ func (s *Server) count(c *fiber.Ctx) error {
 		status = fe.Code
 	}
 	route := c.Route().Path
-	if route == "/" || route == "" {
+	if route == "" || route == "/" && c.Path() != "/" { // only the app's middleware ran: no route matched
 		route = "unmatched"
 	}
 	s.rt.Metrics().Requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
