@@ -49,3 +49,5 @@ require (
 	go.opentelemetry.io/otel/trace v1.33.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
 )
+
+tool github.com/troupe-ai/troupe/internal/testrun
