@@ -105,7 +105,8 @@ type Snapshot struct {
 	// Dir is the snapshot folder, cache/models--org--name/snapshots/<commit>:
 	// a model folder troupe can serve.
 	Dir string
-	// Files are the repository paths troupe needs, all present in Dir.
+	// Files are the repository paths fetched or found present in Dir (not
+	// listed when FromCache: Dir was checked to hold what troupe needs).
 	Files []string
 	// Downloaded counts the bytes fetched by this call (0 when everything
 	// was cached).

@@ -185,7 +185,7 @@ func (c *Client) transfer(ctx context.Context, m fileMeta, f *os.File, sum hash.
 	}
 	defer resp.Body.Close()
 	switch {
-	case resp.StatusCode == http.StatusPartialContent && have > 0:
+	case resp.StatusCode == http.StatusPartialContent:
 		if start, ok := rangeStart(resp.Header.Get("Content-Range")); !ok || start != have {
 			if err := restart(); err != nil {
 				return 0, false, err

@@ -340,6 +340,32 @@ func TestPullResume(t *testing.T) {
 	}
 }
 
+// TestPullStall: a download that stops receiving for
+// HF_HUB_DOWNLOAD_TIMEOUT is cut and resumed where it stopped.
+func TestPullStall(t *testing.T) {
+	f := newFixture(t)
+	files := modelFiles()
+	w := files["model.safetensors"]
+	f.srv.AddRepo("acme/tiny", files)
+	f.srv.StallOnce(w, 100<<10)
+	snap, err := f.client(t, "HF_HUB_DOWNLOAD_TIMEOUT", "0.2").Pull(context.Background(), "acme/tiny", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ranges []string
+	for _, r := range f.srv.Requests() {
+		if r.Server == "cdn" {
+			ranges = append(ranges, r.Range)
+		}
+	}
+	if want := []string{"", fmt.Sprintf("bytes=%d-", 100<<10)}; !slices.Equal(ranges, want) {
+		t.Errorf("CDN requests with ranges %q, want %q", ranges, want)
+	}
+	if b, _ := os.ReadFile(filepath.Join(snap.Dir, "model.safetensors")); !bytes.Equal(b, w) {
+		t.Error("the resumed file differs from the original")
+	}
+}
+
 // TestPullChecksum: content whose sha256 is not the ETag is refused; it
 // leaves no blob, no partial file and no snapshot entry, and a partial file
 // with a wrong prefix is caught the same way.

@@ -48,6 +48,7 @@ type Server struct {
 	moved   map[string]string
 	blobs   map[string][]byte // sha256 -> content, for the CDN
 	cuts    map[string]int    // sha256 -> bytes sent before the next GET is cut
+	stalls  map[string]int    // sha256 -> bytes sent before the next GET stalls
 	corrupt map[string]bool   // sha256 -> serve altered bytes
 	reqs    []Request
 }
@@ -87,7 +88,7 @@ func Private(token string) Option { return func(r *repo) { r.private, r.token = 
 // New starts a fake Hub and CDN; Close stops them.
 func New() *Server {
 	s := &Server{repos: map[string]*repo{}, moved: map[string]string{}, blobs: map[string][]byte{},
-		cuts: map[string]int{}, corrupt: map[string]bool{}}
+		cuts: map[string]int{}, stalls: map[string]int{}, corrupt: map[string]bool{}}
 	s.hub = httptest.NewServer(http.HandlerFunc(s.serveHub))
 	s.cdn = httptest.NewServer(http.HandlerFunc(s.serveCDN))
 	s.URL, s.CDNURL = s.hub.URL, s.cdn.URL
@@ -137,6 +138,14 @@ func (s *Server) CutOnce(content []byte, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cuts[SHA256(content)] = n
+}
+
+// StallOnce makes the next CDN download of content send n bytes and then
+// nothing, holding the connection open until the client gives up.
+func (s *Server) StallOnce(content []byte, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stalls[SHA256(content)] = n
 }
 
 // Corrupt makes the CDN serve content with one byte changed (same length).
@@ -319,8 +328,10 @@ func (s *Server) serveCDN(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	content, ok := s.blobs[sha]
 	cut, cutting := s.cuts[sha]
-	if cutting && r.Method == http.MethodGet {
+	stall, stalling := s.stalls[sha]
+	if r.Method == http.MethodGet {
 		delete(s.cuts, sha)
+		delete(s.stalls, sha)
 	}
 	bad := s.corrupt[sha]
 	s.mu.Unlock()
@@ -333,11 +344,14 @@ func (s *Server) serveCDN(w http.ResponseWriter, r *http.Request) {
 		content[len(content)/2] ^= 0xff
 	}
 	w.Header().Set("ETag", `"`+sha+`"`)
-	if cutting && r.Method == http.MethodGet {
+	if (cutting || stalling) && r.Method == http.MethodGet {
 		w.Header().Set("Content-Length", fmt.Sprint(len(content)))
 		w.WriteHeader(http.StatusOK)
-		w.Write(content[:min(cut, len(content))])
+		w.Write(content[:min(cut+stall, len(content))])
 		w.(http.Flusher).Flush()
+		if stalling {
+			<-r.Context().Done() // silent until the client hangs up
+		}
 		panic(http.ErrAbortHandler) // drop the connection mid-body
 	}
 	http.ServeContent(w, r, sha, time.Time{}, bytes.NewReader(content))
