@@ -154,12 +154,12 @@ func (c *Client) Pull(ctx context.Context, repo, revision string) (Snapshot, err
 		c.log.Warn("hub: using the cached snapshot; the Hub could not be asked", "repo", repo, "revision", revision, "commit", snap.Commit, "err", err)
 		return snap, nil
 	}
-	if err := st.writeRef(revision, info.commit); err != nil {
-		c.log.Warn("hub: could not record the revision's commit in the cache", "err", err)
-	}
 	p, err := selectFiles(repo, info.files)
 	if err != nil {
 		return Snapshot{}, err
+	}
+	if err := st.writeRef(revision, info.commit); err != nil {
+		c.log.Warn("hub: could not record the revision's commit in the cache", "err", err)
 	}
 	snap := Snapshot{Repo: repo, Revision: revision, Commit: info.commit, Dir: st.snapshot(info.commit)}
 	get := func(files []string) error {
@@ -330,8 +330,9 @@ func (c *Client) head(ctx context.Context, repo, commit, path string) (fileMeta,
 			if err != nil || resp.Header.Get("Location") == "" {
 				return fileMeta{}, fmt.Errorf("hub: %s: %s: redirect without a usable Location: %w", repo, path, ErrNotHub)
 			}
+			relative := target.Host == ""
 			target = loc.ResolveReference(target)
-			if target.Host == loc.Host && target.Scheme == loc.Scheme {
+			if relative {
 				if hops >= 10 {
 					return fileMeta{}, fmt.Errorf("hub: %s: %s: too many redirects", repo, path)
 				}

@@ -206,6 +206,9 @@ func (c *Client) transfer(ctx context.Context, m fileMeta, f *os.File, sum hash.
 		return 0, true, fmt.Errorf("hub: %s: the server refused to resume at byte %d", m.path, have)
 	default:
 		retry = resp.StatusCode >= 500 || resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests
+		if !c.sameHost(resp.Request.URL) { // the CDN: the Hub's error codes do not apply
+			return 0, retry, fmt.Errorf("hub: %s: %s: the download from %s answered HTTP %d", m.repo, m.path, resp.Request.URL.Host, resp.StatusCode)
+		}
 		return 0, retry, c.statusError(resp, m.repo, m.commit, m.path)
 	}
 	body := io.LimitReader(resp.Body, m.size-have+1)

@@ -437,6 +437,9 @@ func TestPullErrors(t *testing.T) {
 			}
 		})
 	}
+	if _, err := os.Stat(filepath.Join(f.cache, "models--acme--gguf")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a repository troupe cannot serve left a cache folder: %v", err)
+	}
 	for _, repo := range []string{"acme/gated", "acme/private"} {
 		if _, err := f.client(t, "HF_TOKEN", "hf_good").Pull(context.Background(), repo, ""); err != nil {
 			t.Errorf("%s with a good token: %v", repo, err)
