@@ -70,6 +70,7 @@ const usage = `usage: troupe <command> [flags]
 commands:
   serve        serve the OpenAI-compatible HTTP API (built-in demo model without --model)
   chat         chat in the terminal with a model loaded here (demo model without one) or a server (--url)
+  pull         download a Hugging Face Hub model (org/name) into the Hugging Face cache
   bench        load-test a running server with streamed chat requests
   generate     generate tokens from a prompt (built-in demo model without --model)
   model init   write a random-weight checkpoint in the Hugging Face layout
@@ -92,6 +93,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdServe(ctx, args[1:], stdout, stderr)
 	case "chat":
 		return cmdChat(ctx, args[1:], os.Stdin, stdout, stderr)
+	case "pull":
+		return cmdPull(ctx, args[1:], stdout, stderr)
 	case "bench":
 		return cmdBench(ctx, args[1:], stdout, stderr)
 	case "generate":

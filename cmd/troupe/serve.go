@@ -55,12 +55,13 @@ func envFlags(fs *flag.FlagSet, set map[string]bool) error {
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("model", "", "model folder (or give it as the argument: serve DIR); default: the built-in demo model")
+	dir := fs.String("model", "", "model folder or Hugging Face Hub repository org/name (or give it as the argument: serve DIR); default: the built-in demo model")
 	fs.StringVar(dir, "m", "", "same as --model")
 	maxModelLen := fs.Int("max-model-len", 0, "most tokens one request may use, prompt plus output (0 = the model's max_position_embeddings)")
 	fs.IntVar(maxModelLen, "ctx-size", 0, "same as --max-model-len")
 	fs.IntVar(maxModelLen, "c", 0, "same as --max-model-len")
-	name := fs.String("served-model-name", "", "model name in the API (default: the folder's name)")
+	name := fs.String("served-model-name", "", "model name in the API (default: the folder's name, or org/name for a Hub model)")
+	revision := fs.String("revision", "main", "branch, tag or commit of a Hub model (org/name)")
 	tmpl := fs.String("chat-template", "", "chat template file overriding the model's")
 	host := fs.String("host", "127.0.0.1", "listen address (0.0.0.0: every interface)")
 	port := fs.Int("port", 8080, "listen port")
@@ -125,8 +126,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := envFlags(fs, set); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	if err := checkModelDir(*dir); err != nil {
+	hubRepo := ""
+	if isHubModel(*dir) {
+		hubRepo = *dir
+	} else if err := checkModelDir(*dir); err != nil {
 		return fmt.Errorf("serve: %w", err)
+	} else if set["revision"] {
+		return errors.New("serve: --revision applies to a Hub model (org/name), not a local folder")
 	}
 	budget, err := parseBytes(*kvBudget)
 	if err != nil {
@@ -175,6 +181,18 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *stallTimeout == 0 {
 		*stallTimeout = -1 // the runtime's "off"
+	}
+	if hubRepo != "" {
+		snap, err := pullModel(ctx, hubRepo, *revision, stderr, log)
+		if err != nil {
+			return fmt.Errorf("serve: %s is not a local folder; from the Hub: %w", hubRepo, err)
+		}
+		if err := checkModelDir(snap.Dir); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		if *dir = snap.Dir; *name == "" {
+			*name = hubRepo // as vLLM names a Hub model
+		}
 	}
 	rt, err := troupe.Start(ctx, troupe.Options{
 		Model: *dir, ServedName: *name, ChatTemplate: *tmpl, Threads: *threads, Parallel: *parallel,
@@ -230,8 +248,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // how the environment sets them.
 func serveUsage(fs *flag.FlagSet) {
 	w := fs.Output()
-	fmt.Fprint(w, "usage: troupe serve [DIR] [flags]   (flags may also follow DIR)\n\n"+
-		"Serves DIR (a Hugging Face model folder), or the built-in demo model.\n"+
+	fmt.Fprint(w, "usage: troupe serve [DIR | org/name] [flags]   (flags may also follow the model)\n\n"+
+		"Serves DIR (a Hugging Face model folder), a Hugging Face Hub model org/name\n"+
+		"(fetched into the Hugging Face cache; HF_TOKEN, HF_HOME, HF_HUB_CACHE,\n"+
+		"HF_HUB_OFFLINE and HF_ENDPOINT apply), or the built-in demo model.\n"+
 		"Every flag can also be set as TROUPE_<FLAG>, dashes as underscores\n"+
 		"(TROUPE_KV_BUDGET=2GiB, TROUPE_API_KEY=...); the command line wins.\n"+
 		"--host 0.0.0.0 listens on every interface (default: this machine only).\n"+
