@@ -19,6 +19,7 @@ import (
 
 	troupe "github.com/troupe-ai/troupe"
 	troupehttp "github.com/troupe-ai/troupe/http"
+	"github.com/troupe-ai/troupe/hub"
 	"github.com/troupe-ai/troupe/internal/termchat"
 )
 
@@ -138,6 +139,17 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 // phases on stderr; a model that fails to load is an error, as is Ctrl-C
 // meanwhile. stop shuts the server and the runtime down.
 func startLocal(ctx context.Context, opts troupe.Options, stderr io.Writer, intr <-chan os.Signal) (client *termchat.Client, stop func(), err error) {
+	if isHubModel(opts.Model) {
+		// org/name from the Hugging Face Hub, as serve takes it.
+		snap, err := pullModel(ctx, opts.Model, hub.DefaultRevision, stderr, opts.Logger)
+		if err != nil {
+			return nil, nil, err
+		}
+		if opts.ServedName == "" {
+			opts.ServedName = opts.Model
+		}
+		opts.Model = snap.Dir
+	}
 	if err := checkModelDir(opts.Model); err != nil {
 		return nil, nil, err
 	}

@@ -157,3 +157,21 @@ func TestServeHubErrors(t *testing.T) {
 		t.Errorf("--revision with a local folder: %v", err)
 	}
 }
+
+// TestChatHubModel: troupe chat takes org/name as serve does, fetching it
+// into the Hugging Face cache first.
+func TestChatHubModel(t *testing.T) {
+	_, _, cache := fakeHub(t)
+	var out strings.Builder
+	var errOut syncbuf.Buffer
+	err := cmdChat(context.Background(), []string{"troupe-test/tiny", "--threads", "1", "--kv-budget", "8MiB", "--max-tokens", "3"}, strings.NewReader("hi\n"), &out, &errOut)
+	if err != nil {
+		t.Fatalf("chat troupe-test/tiny: %v\n%s", err, errOut.String())
+	}
+	if strings.TrimSpace(out.String()) == "" {
+		t.Fatalf("no reply:\n%s", errOut.String())
+	}
+	if _, err := os.Stat(filepath.Join(cache, "models--troupe-test--tiny", "refs", "main")); err != nil {
+		t.Fatalf("the model was not fetched into the cache: %v", err)
+	}
+}
