@@ -145,7 +145,7 @@ func (a *API) run(c *fiber.Ctx, r *chat.Request, ans answer) error {
 		if tok == nil || !r.Logprobs {
 			return nil
 		}
-		e := logprobEntry(g.Turns[i].Stream, tok)
+		e := g.Turns[i].Logprob(tok)
 		logprobs[i] = append(logprobs[i], e)
 		return e
 	}
@@ -240,25 +240,6 @@ func promptText(t *turn.Turn) string {
 		return t.Request.Prompt
 	}
 	return t.Stream.Prepared.Assets.Tokenizer.Decode(t.Request.PromptIDs, true)
-}
-
-func logprobEntry(s *troupe.Stream, ev *actors.TokenEvent) fiber.Map {
-	tok := s.Prepared.Assets.Tokenizer
-	piece := func(id int32) (string, []int) {
-		t := tok.Decode([]int32{id}, false)
-		b := make([]int, len(t))
-		for i := range t {
-			b[i] = int(t[i])
-		}
-		return t, b
-	}
-	text, bytes := piece(ev.Token)
-	top := []fiber.Map{}
-	for _, t := range ev.TopLogprobs {
-		tt, tb := piece(t.Token)
-		top = append(top, fiber.Map{"token": tt, "logprob": t.Logprob, "bytes": tb})
-	}
-	return fiber.Map{"token": text, "logprob": ev.Logprob, "bytes": bytes, "top_logprobs": top}
 }
 
 // usage counts the prompt once and the tokens of every choice, as OpenAI

@@ -205,6 +205,31 @@ func (t *Turn) Absorb(ev *actors.TokenEvent) (d output.Delta, tok *actors.TokenE
 	return d, tok
 }
 
+// Logprob is a generated token's log-probability in the OpenAI APIs'
+// shape: its text, log-probability and UTF-8 bytes, with its most likely
+// alternatives (top_logprobs) alike. A log-probability of -Inf (a token
+// the sampler's filters ruled out) is -9999, as vLLM writes it, since JSON
+// has no infinities.
+func (t *Turn) Logprob(ev *actors.TokenEvent) fiber.Map {
+	tok := t.Stream.Prepared.Assets.Tokenizer
+	piece := func(id int32) (string, []int) {
+		s := tok.Decode([]int32{id}, false)
+		b := make([]int, len(s))
+		for i := 0; i < len(s); i++ {
+			b[i] = int(s[i])
+		}
+		return s, b
+	}
+	finite := func(lp float32) float32 { return max(lp, -9999) }
+	text, bytes := piece(ev.Token)
+	top := []fiber.Map{}
+	for _, alt := range ev.TopLogprobs {
+		s, b := piece(alt.Token)
+		top = append(top, fiber.Map{"token": s, "logprob": finite(alt.Logprob), "bytes": b})
+	}
+	return fiber.Map{"token": text, "logprob": finite(ev.Logprob), "bytes": bytes, "top_logprobs": top}
+}
+
 // complete reports whether every call was generated to its end (not cut
 // short by max tokens).
 func complete(calls []output.ToolCall) bool {
