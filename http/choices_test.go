@@ -246,10 +246,20 @@ func (s *server) metric(t *testing.T, name string) int {
 // TestChoicesPromptOnce: the n choices prefill their prompt once: the
 // engine's prompt-token counter grows by the prompt (less what the cache
 // already held) plus one token for each further choice, which reuses the
-// first one's prompt from the cache.
+// first one's prompt from the cache; on a dense-KV model (pages) and a
+// state-space one (a snapshot the first choice stores mid-prefill) alike.
 func TestChoicesPromptOnce(t *testing.T) {
-	s := start(t, troupe.Options{PromptCache: true}, troupehttp.Config{Parallel: 4})
-	s.waitReady(t)
+	mamba, _ := qwen3Model(t, "mamba")
+	for _, model := range []struct{ name, dir string }{{"dense", ""}, {"mamba", mamba}} {
+		t.Run(model.name, func(t *testing.T) {
+			s := start(t, troupe.Options{Model: model.dir, PromptCache: true}, troupehttp.Config{Parallel: 4})
+			s.waitReady(t)
+			choicesPromptOnce(t, s)
+		})
+	}
+}
+
+func choicesPromptOnce(t *testing.T, s *server) {
 	for _, tc := range []struct {
 		name, extra string
 		n           int
@@ -278,7 +288,7 @@ func TestChoicesPromptOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			l, c := u.Usage.PromptTokens, u.Usage.PromptTokensDetails.CachedTokens
-			if l < len(prompt) {
+			if l < 8 || u.Usage.CompletionTokens != 4*tc.n {
 				t.Fatalf("usage %+v", u.Usage)
 			}
 			if got, want := s.metric(t, "troupe_prompt_tokens_total")-prefilled, l-c+tc.n-1; got != want {

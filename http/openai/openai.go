@@ -1,6 +1,16 @@
 // Package openai translates the OpenAI chat-completions and completions APIs
 // into troupe's internal chat request and streams the answers back, in
 // OpenAI's shapes, as JSON or server-sent events.
+//
+// n > 1 asks for n choices, as OpenAI and vLLM serve them: choice i samples
+// with seed+i when a seed is given (vLLM's derivation), the prompt is
+// prefilled once and shared through the prompt cache, a stream carries each
+// choice's chunks under its index with its own finish chunk, and usage
+// counts the prompt once and the tokens of every choice. Each choice takes
+// a place under the server's queue bound, and n may not exceed its
+// running-sequence cap. echo (completions) puts the prompt text before each
+// choice's text, first in a stream; echo with logprobs is refused, as the
+// prompt tokens' logprobs (vLLM's answer) are not computed.
 package openai
 
 import (

@@ -7,7 +7,8 @@
 //
 // The translators (http/openai, http/responses, http/anthropic) differ only
 // in how they parse a body into a chat.Request and how they write deltas
-// and the final object; Turn gives them both as plain data.
+// and the final object; Turn gives them both as plain data. A Group is the
+// n choices of one request (OpenAI's n), a Turn each, run at once.
 package turn
 
 import (
