@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/troupe-ai/troupe/actors"
 	"github.com/troupe-ai/troupe/chat"
@@ -381,6 +382,9 @@ func (r *Runtime) SamplingDefaults() (d sample.Defaults, ok bool) {
 	return sample.Defaults{}, false
 }
 
+// Parallel is the most sequences the engine runs at once (Options.Parallel).
+func (r *Runtime) Parallel() int { return r.opts.Parallel }
+
 // PromptCache reports whether the prompt cache is on.
 func (r *Runtime) PromptCache() bool { return r.opts.PromptCache }
 
@@ -601,6 +605,30 @@ var ErrClosed = errors.New("troupe: runtime closed")
 // Generate prepares req and streams its tokens. Cancelling ctx cancels the
 // generation.
 func (r *Runtime) Generate(ctx context.Context, req *chat.Request) (*Stream, error) {
+	streams, err := r.GenerateN(ctx, req, 1)
+	if err != nil {
+		return nil, err
+	}
+	return streams[0], nil
+}
+
+// GenerateN prepares req once and streams n choices of it (n >= 1), each an
+// independent generation with its own sampler: with a seed, choice i samples
+// with seed+i (as vLLM derives the seeds of its n > 1 requests), so every
+// choice is reproducible on its own. Cancelling ctx cancels them all.
+//
+// With the prompt cache on, the prompt is prefilled once: the first choice
+// stores the state of its prompt less the last token in the cache as soon as
+// it has computed it (the job's HistoryBoundary becomes that point), and the
+// other choices are submitted only when its first event arrives, so they
+// reuse it and compute one prompt token each (whose logits start their
+// sampling). On a snapshot-reuse model that point replaces the history
+// boundary of a chat request. With the cache off every choice prefills the
+// prompt itself.
+func (r *Runtime) GenerateN(ctx context.Context, req *chat.Request, n int) ([]*Stream, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("troupe: %d choices requested, need at least 1", n)
+	}
 	prep, err := r.Prepare(ctx, req, false)
 	if err != nil {
 		return nil, err
@@ -617,16 +645,103 @@ func (r *Runtime) Generate(ctx context.Context, req *chat.Request) (*Stream, err
 	if r.opts.JobHook != nil {
 		r.opts.JobHook(job)
 	}
+	jobs := choiceJobs(job, n, r.opts.PromptCache)
+	streams := make([]*Stream, n)
+	var gate chan struct{}
+	var open func()
+	if n > 1 && r.opts.PromptCache {
+		gate = make(chan struct{})
+		var once sync.Once
+		open = func() { once.Do(func() { close(gate) }) }
+	}
+	streams[0] = r.stream(ctx, prep, jobs[0], nil, open)
+	for i := 1; i < n; i++ {
+		streams[i] = r.stream(ctx, prep, jobs[i], gate, nil)
+	}
+	return streams, nil
+}
+
+// choiceJobs are the jobs of n choices of job: each its own request id and,
+// when seeded, seed+i. With share (n > 1, prompt cache on) the first stores
+// its prompt less the last token as soon as it is computed (the boundary)
+// and the others, which reuse it, have no boundary of their own.
+func choiceJobs(job *actors.PrefillJob, n int, share bool) []*actors.PrefillJob {
+	if n == 1 {
+		return []*actors.PrefillJob{job}
+	}
+	jobs := make([]*actors.PrefillJob, n)
+	for i := range jobs {
+		j := job
+		if i > 0 {
+			j = proto.Clone(job).(*actors.PrefillJob)
+			j.RequestId = job.RequestId + "." + strconv.Itoa(i)
+			if s := j.Sampling; s != nil && s.HasSeed {
+				s.Seed += uint64(i)
+			}
+		}
+		if share {
+			j.HistoryBoundary = 0
+			if i == 0 && len(j.Prompt) > 1 {
+				j.HistoryBoundary = int32(len(j.Prompt) - 1)
+			}
+		}
+		jobs[i] = j
+	}
+	return jobs
+}
+
+// submitJob asks a choice's receiving actor to send its job (a choice
+// waiting for the first one's prefill).
+type submitJob struct{}
+
+// IgnoreDeadLetterLogging: a choice cancelled before its turn came has
+// stopped; the late go-ahead is expected.
+func (*submitJob) IgnoreDeadLetterLogging() {}
+
+// stream starts one generation of job: a per-request actor receives the
+// scheduler's events (so the job's sender is an actor that could live
+// anywhere) and hands them on. With gate, the job is sent only once gate is
+// closed (or never, if the stream is cancelled first); first, when set, runs
+// once the first event arrives or the stream ends without one.
+func (r *Runtime) stream(ctx context.Context, prep *actors.Prepared, job *actors.PrefillJob, gate <-chan struct{}, first func()) *Stream {
 	events := make(chan *actors.TokenEvent, 64)
 	done := make(chan struct{})     // closed by Cancel
 	finished := make(chan struct{}) // closed by the receiver when the stream ends
-	// A per-request actor receives the scheduler's events (so the job's
-	// sender is an actor that could live anywhere) and hands them on.
+	// mu orders the job's submission before its cancellation: a job is
+	// either sent before CancelJob or never.
+	var mu sync.Mutex
+	cancelled := false
+	submit := func(c actor.Context) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !cancelled {
+			c.Request(r.pids.Scheduler, job)
+		}
+	}
+	began := func() {
+		if first != nil {
+			first()
+		}
+	}
 	pid := r.system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		switch m := c.Message().(type) {
 		case *actor.Started:
-			c.Request(r.pids.Scheduler, job)
+			if gate == nil {
+				submit(c)
+				return
+			}
+			self := c.Self()
+			go func() {
+				select {
+				case <-gate:
+					r.system.Root.Send(self, &submitJob{})
+				case <-done:
+				}
+			}()
+		case *submitJob:
+			submit(c)
 		case *actors.TokenEvent:
+			began()
 			select {
 			case events <- m:
 			case <-done:
@@ -635,17 +750,21 @@ func (r *Runtime) Generate(ctx context.Context, req *chat.Request) (*Stream, err
 				c.Stop(c.Self())
 			}
 		case *actor.Stopping:
+			began()
 			close(events)
 			close(finished)
 		}
 	}))
-	var cancelled atomic.Bool
+	var once sync.Once
 	cancel := func() {
-		if cancelled.CompareAndSwap(false, true) {
+		once.Do(func() {
 			close(done)
+			mu.Lock()
+			cancelled = true
 			r.system.Root.Send(r.pids.Scheduler, &actors.CancelJob{RequestId: job.RequestId})
+			mu.Unlock()
 			r.system.Root.Stop(pid)
-		}
+		})
 	}
 	go func() {
 		select {
@@ -654,7 +773,7 @@ func (r *Runtime) Generate(ctx context.Context, req *chat.Request) (*Stream, err
 		case <-finished:
 		}
 	}()
-	return &Stream{Prepared: prep, Events: events, cancel: cancel}, nil
+	return &Stream{Prepared: prep, Events: events, cancel: cancel}
 }
 
 // Close stops the runtime's actors (and its actor system when Start made

@@ -530,9 +530,17 @@ func (e *Engine) Step() ([]Event, error) {
 		s := e.owners[i]
 		s.fed += len(b.Tokens)
 		s.kv.Len = s.fed
-		if e.snaps != nil && !s.boundary && s.req.Boundary > 0 && s.fed == s.req.Boundary {
-			s.boundary = true
-			e.snapshot(s)
+		if !s.boundary && s.req.Boundary > 0 {
+			switch {
+			case e.snaps != nil && s.fed == s.req.Boundary:
+				s.boundary = true
+				e.snapshot(s)
+			case e.index != nil && s.fed >= s.req.Boundary:
+				// Dense KV: the pages computed so far go into the index now,
+				// while s runs on (it only appends past them).
+				s.boundary = true
+				e.donate(s)
+			}
 		}
 		if s.fed <= len(s.req.Prompt) {
 			e.stats.PromptTokens += int64(len(b.Tokens))

@@ -25,10 +25,14 @@ type Request struct {
 	// model's distribution, with the TopLogprobs most likely alternatives.
 	Logprobs    bool
 	TopLogprobs int
-	// Boundary is the length in tokens of the prompt's history boundary
-	// (the conversation up to its last assistant turn), 0 when none. On
-	// snapshot-reuse models prefill stops exactly there once, so the state
-	// after the history is stored for the next turn.
+	// Boundary is a point in the prompt, in tokens, whose state is worth
+	// keeping as soon as it is computed (0: none): the history boundary of a
+	// chat request (the conversation up to its last assistant turn), or the
+	// prompt less its last token for the first of n choices, which the
+	// others reuse. On snapshot-reuse models prefill stops exactly there
+	// once and the state is stored; on dense-KV models with the prefix cache
+	// the positions computed by then go into the index while the sequence
+	// runs on.
 	Boundary int
 	// Scope restricts snapshot reuse to one conversation (prompt_cache_key);
 	// empty means any.

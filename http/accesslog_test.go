@@ -22,6 +22,7 @@ func TestAccessLog(t *testing.T) {
 	s.post(t, "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":5,"ignore_eos":true}`)
 	s.post(t, "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":7,"ignore_eos":true,"stream":true}`)
 	s.post(t, "/v1/messages", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3}`, "anthropic-version", "2023-06-01")
+	s.post(t, "/v1/completions", `{"prompt":"Hi","max_tokens":4,"ignore_eos":true,"n":2}`)
 	s.post(t, "/tokenize", `{"content":"hello"}`)
 	s.post(t, "/v1/chat/completions", `{"messages":[]}`)
 	s.get(t, "/health")
@@ -33,7 +34,7 @@ func TestAccessLog(t *testing.T) {
 				lines = append(lines, l)
 			}
 		}
-		if len(lines) >= 5 {
+		if len(lines) >= 6 {
 			break
 		}
 	}
@@ -41,6 +42,7 @@ func TestAccessLog(t *testing.T) {
 		{[]string{"method=POST", "route=/v1/chat/completions", "status=200", "generated_tokens=5", "prompt_tokens=", "ttft=", "finish=length"}},
 		{[]string{"route=/v1/chat/completions", "status=200", "generated_tokens=7", "finish=length"}},
 		{[]string{"route=/v1/messages", "status=200", "generated_tokens="}},
+		{[]string{"route=/v1/completions", "status=200", "generated_tokens=8", "finish=length"}}, // n=2: both choices
 		{[]string{"route=/tokenize", "status=200"}},
 		{[]string{"route=/v1/chat/completions", "status=400"}},
 	}

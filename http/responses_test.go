@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	troupe "github.com/troupe-ai/troupe"
 	troupehttp "github.com/troupe-ai/troupe/http"
@@ -404,6 +405,132 @@ func TestResponsesMetadataAtLimits(t *testing.T) {
 		code, obj := s.respPost(t, "/v1/responses", `{"input":"hi","max_output_tokens":1,`+tc.fields+`}`)
 		if code != 200 {
 			t.Fatalf("%s: %d %v", tc.name, code, obj)
+		}
+	}
+}
+
+// TestResponsesLogprobs: include message.output_text.logprobs gives the
+// output_text part a logprobs entry per token of its text (token, bytes,
+// logprob, top_logprobs alike), and the stream's text deltas carry the same
+// entries (without bytes, as OpenAI's delta events); top_logprobs alone
+// asks for nothing, and past 20 it is a 400.
+func TestResponsesLogprobs(t *testing.T) {
+	s := start(t, troupe.Options{}, troupehttp.Config{})
+	s.waitReady(t)
+	base := `"input":"Write a line of verse","max_output_tokens":8,"temperature":0`
+	tests := []struct {
+		name, params string
+		want, top    int // logprobs entries per token (0 or 1), alternatives each
+	}{
+		{"three alternatives", `"include":["message.output_text.logprobs"],"top_logprobs":3`, 1, 3},
+		{"no alternatives", `"include":["message.output_text.logprobs"]`, 1, 0},
+		{"twenty", `"include":["message.output_text.logprobs"],"top_logprobs":20`, 1, 20},
+		{"top_logprobs without include", `"top_logprobs":5`, 0, 0},
+	}
+	// part checks an output_text part's logprobs against its text (tokens
+	// is how many tokens of it the model generated) and returns them.
+	part := func(t *testing.T, p map[string]any, tokens, want, top int) []any {
+		t.Helper()
+		lps := p["logprobs"].([]any)
+		var joined strings.Builder
+		for i, e := range lps {
+			entry := e.(map[string]any)
+			var bytes []byte
+			for _, b := range entry["bytes"].([]any) {
+				bytes = append(bytes, byte(num(b)))
+			}
+			if string(bytes) != entry["token"] {
+				t.Fatalf("entry %d: bytes %q of the token %q", i, bytes, entry["token"])
+			}
+			joined.WriteString(entry["token"].(string))
+			alts := entry["top_logprobs"].([]any)
+			lp := entry["logprob"].(float64)
+			if len(alts) != top || lp > 0 {
+				t.Fatalf("entry %d: logprob %v with %d alternatives, want %d", i, lp, len(alts), top)
+			}
+			for j, a := range alts {
+				alt := a.(map[string]any)
+				if _, ok := alt["bytes"].([]any); !ok || alt["token"] == nil {
+					t.Fatalf("entry %d alternative %d: %v", i, j, alt)
+				}
+				if j > 0 && alt["logprob"].(float64) > alts[j-1].(map[string]any)["logprob"].(float64) {
+					t.Fatalf("entry %d: alternatives out of order: %v", i, alts)
+				}
+			}
+			// Greedy: the token taken is the likeliest.
+			if top > 0 && alts[0].(map[string]any)["logprob"].(float64) != lp {
+				t.Fatalf("entry %d: greedy token's logprob %v, likeliest %v", i, lp, alts[0])
+			}
+		}
+		if len(lps) != want*tokens {
+			t.Fatalf("%d logprobs for %d tokens of %q", len(lps), tokens, p["text"])
+		}
+		// The demo model's tokens are bytes: one that is part of a UTF-8
+		// character reads as U+FFFD alone (as vLLM shows it); the others
+		// spell the text, unless fragments joined into a character.
+		text := p["text"].(string)
+		ascii := !strings.ContainsFunc(text, func(r rune) bool { return r > 127 && r != utf8.RuneError })
+		drop := func(s string) string { return strings.ReplaceAll(s, "\uFFFD", "") }
+		if want > 0 && ascii && drop(joined.String()) != drop(text) {
+			t.Fatalf("tokens %q spell %q", joined.String(), text)
+		}
+		return lps
+	}
+	// tokens is how many tokens of a response's text the model generated:
+	// its output tokens but the end-of-sequence token that completed it.
+	tokens := func(obj map[string]any) int {
+		n := num(obj["usage"].(map[string]any)["output_tokens"])
+		if obj["status"] == "completed" {
+			n--
+		}
+		return n
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, obj := s.respPost(t, "/v1/responses", `{`+base+`,`+tc.params+`}`)
+			if code != 200 {
+				t.Fatalf("%d %v", code, obj)
+			}
+			msg := obj["output"].([]any)[0].(map[string]any)
+			lps := part(t, msg["content"].([]any)[0].(map[string]any), tokens(obj), tc.want, tc.top)
+
+			resp, body := s.post(t, "/v1/responses", `{`+base+`,`+tc.params+`,"stream":true}`)
+			if resp.StatusCode != 200 {
+				t.Fatalf("stream: %d %s", resp.StatusCode, body)
+			}
+			var deltas, done []any
+			for _, ev := range respEvents(t, string(body)) {
+				switch ev.name {
+				case "response.output_text.delta":
+					deltas = append(deltas, ev.data["logprobs"].([]any)...)
+				case "response.output_text.done":
+					done = ev.data["logprobs"].([]any)
+				case "response.completed", "response.incomplete":
+					final := ev.data["response"].(map[string]any)
+					p := final["output"].([]any)[0].(map[string]any)["content"].([]any)[0]
+					if streamed := part(t, p.(map[string]any), tokens(final), tc.want, tc.top); !reflect.DeepEqual(streamed, lps) {
+						t.Fatalf("streamed part's logprobs %v, the object's %v", streamed, lps)
+					}
+				}
+			}
+			for _, events := range [][]any{deltas, done} {
+				if len(events) != len(lps) {
+					t.Fatalf("%d logprobs in delta events and %d in the done event, %d in the part", len(deltas), len(done), len(lps))
+				}
+				for i, e := range events {
+					entry, want := e.(map[string]any), lps[i].(map[string]any)
+					if _, has := entry["bytes"]; has || entry["token"] != want["token"] || entry["logprob"] != want["logprob"] ||
+						len(entry["top_logprobs"].([]any)) != tc.top {
+						t.Fatalf("event entry %d: %v, the part's %v", i, entry, want)
+					}
+				}
+			}
+		})
+	}
+	for _, top := range []string{"21", "-1", `"3"`} {
+		code, m := s.respPost(t, "/v1/responses", `{"input":"hi","include":["message.output_text.logprobs"],"top_logprobs":`+top+`}`)
+		if code != 400 || errParam(m) != "top_logprobs" {
+			t.Errorf("top_logprobs %s: %d %v", top, code, m)
 		}
 	}
 }

@@ -366,9 +366,19 @@ func (s *Server) admit(c *fiber.Ctx) error {
 	life, end := context.WithCancelCause(turn.WithRecord(s.life, turn.RecordFrom(c.UserContext())))
 	c.SetUserContext(life)
 	turn.SetTransport(c, s.tr)
+	// The further choices of an n > 1 request take a slot each.
+	var extra atomic.Int64
+	turn.SetClaim(c, func(k int) error {
+		if s.inflight.Add(int64(k)) > limit {
+			s.inflight.Add(-int64(k))
+			return &actors.Overloaded{What: "sequences in flight, each choice of n counting as one", Limit: int(limit), RetryAfter: time.Second}
+		}
+		extra.Add(int64(k))
+		return nil
+	})
 	// Streams finish after the handler returns; they release the slot
 	// through the request context's done hook (see turn.SSE).
-	turn.SetRelease(c, func() { s.inflight.Add(-1); end(nil) })
+	turn.SetRelease(c, func() { s.inflight.Add(-1 - extra.Load()); end(nil) })
 	defer turn.ReleaseIfNotStreaming(c)
 	defer s.watchPeer(c.Context().Conn(), end)()
 	return c.Next()

@@ -1,6 +1,16 @@
 // Package openai translates the OpenAI chat-completions and completions APIs
 // into troupe's internal chat request and streams the answers back, in
 // OpenAI's shapes, as JSON or server-sent events.
+//
+// n > 1 asks for n choices, as OpenAI and vLLM serve them: choice i samples
+// with seed+i when a seed is given (vLLM's derivation), the prompt is
+// prefilled once and shared through the prompt cache, a stream carries each
+// choice's chunks under its index with its own finish chunk, and usage
+// counts the prompt once and the tokens of every choice. Each choice takes
+// a place under the server's queue bound, and n may not exceed its
+// running-sequence cap. echo (completions) puts the prompt text before each
+// choice's text, first in a stream; echo with logprobs is refused, as the
+// prompt tokens' logprobs (vLLM's answer) are not computed.
 package openai
 
 import (
@@ -73,8 +83,7 @@ func (a *API) ChatCompletions(c *fiber.Ctx) error {
 	if err != nil {
 		return a.fail(c, err)
 	}
-	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	return a.run(c, r, req.Stream, includeUsage, true)
+	return a.run(c, r, answer{common: &req.common, isChat: true})
 }
 
 // Completions serves POST /v1/completions.
@@ -90,66 +99,109 @@ func (a *API) Completions(c *fiber.Ctx) error {
 	if err != nil {
 		return a.fail(c, err)
 	}
-	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	return a.run(c, r, req.Stream, includeUsage, false)
+	return a.run(c, r, answer{common: &req.common, echo: req.Echo})
 }
 
-func (a *API) run(c *fiber.Ctx, r *chat.Request, stream, includeUsage, isChat bool) error {
-	turn.Scope(c, r)
-	t, err := turn.Start(a.rt, r, turn.Options{Reasoning: isChat, Arrival: turn.Arrival(c), Context: turn.Context(c)})
-	if err != nil {
+// answer is how a request wants its answer shaped.
+type answer struct {
+	*common
+	isChat bool
+	echo   bool // completions: the prompt text comes before each choice's text
+}
+
+// choices is the request's n, checked against the server's running-sequence
+// cap (the choices run at once; the translator bounded n by MaxChoices).
+func (a *API) choices(n *int) (int, error) {
+	if n == nil {
+		return 1, nil
+	}
+	if limit := a.rt.Parallel(); *n > limit {
+		return 0, bad("n", "n must be at most %d on this server (its running-sequence cap, --parallel), got %d", limit, *n)
+	}
+	return *n, nil
+}
+
+func (a *API) run(c *fiber.Ctx, r *chat.Request, ans answer) error {
+	isChat := ans.isChat
+	failOn := func(err error) error {
 		if !isChat {
 			return a.failOn(c, err, "prompt")
 		}
 		return a.fail(c, err)
+	}
+	n, err := a.choices(ans.N)
+	if err != nil {
+		return a.fail(c, err)
+	}
+	if err := turn.Claim(c, n-1); err != nil {
+		return a.fail(c, err)
+	}
+	turn.Scope(c, r)
+	g, err := turn.StartN(a.rt, r, n, turn.Options{Reasoning: isChat, Arrival: turn.Arrival(c), Context: turn.Context(c)})
+	if err != nil {
+		return failOn(err)
 	}
 	id := "chatcmpl-" + strconv.FormatUint(a.ids.Add(1), 36) + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 	if !isChat {
 		id = "cmpl-" + id[len("chatcmpl-"):]
 	}
 	created := time.Now().Unix()
-	var logprobs []fiber.Map
-	lp := func(tok *actors.TokenEvent) fiber.Map {
+	echo := ""
+	if ans.echo {
+		echo = promptText(g.Turns[0])
+	}
+	logprobs := make([][]fiber.Map, n) // per choice; each only touched by its own choice's calls
+	lp := func(i int, tok *actors.TokenEvent) fiber.Map {
 		if tok == nil || !r.Logprobs {
 			return nil
 		}
-		e := logprobEntry(t.Stream, tok)
-		logprobs = append(logprobs, e)
+		e := g.Turns[i].Logprob(tok)
+		logprobs[i] = append(logprobs[i], e)
 		return e
 	}
-	if !stream {
-		defer t.Close()
-		t.Run(func(_ output.Delta, tok *actors.TokenEvent) bool { lp(tok); return true }, 0, nil)
-		if t.Err != "" {
-			return apierr.OpenAI(c, t.ErrStatus(), t.Err, "")
+	if !ans.Stream {
+		defer g.Close()
+		g.Run(func(i int, _ output.Delta, tok *actors.TokenEvent) bool { lp(i, tok); return true }, nil, 0, nil)
+		if msg, t := g.Err(); msg != "" {
+			return apierr.OpenAI(c, t.ErrStatus(), msg, "")
 		}
-		t.WarmUp()
-		return c.JSON(a.final(id, created, t, logprobs, isChat))
+		g.Turns[0].WarmUp()
+		return c.JSON(a.final(id, created, g, logprobs, isChat, echo))
 	}
-	return turn.SSE(c, t, func(w *bufio.Writer) {
+	includeUsage := ans.StreamOptions != nil && ans.StreamOptions.IncludeUsage
+	return turn.SSEGroup(c, g, func(w *bufio.Writer) {
 		write := func(v any) bool { return turn.WriteEvent(w, "", v) == nil }
-		if isChat && !write(a.chunk(id, created, fiber.Map{"role": "assistant", "content": ""}, nil, nil)) {
-			return
+		text := func(i int, s string, finish any) fiber.Map {
+			return fiber.Map{"id": id, "object": "text_completion", "created": created, "model": a.rt.Name(),
+				"choices": []fiber.Map{{"index": i, "text": s, "logprobs": nil, "finish_reason": finish}}}
+		}
+		for i := range n {
+			// Each choice opens with its role (chat) or the echoed prompt.
+			if isChat && !write(a.chunk(id, created, i, fiber.Map{"role": "assistant", "content": ""}, nil, nil)) {
+				return
+			}
+			if ans.echo && !write(text(i, echo, nil)) {
+				return
+			}
 		}
 		// Tool calls stream as they are generated, one chunk per piece.
-		writeTools := func(tds []output.ToolDelta) bool {
+		writeTools := func(i int, tds []output.ToolDelta) bool {
 			for _, td := range tds {
-				for _, c := range toolCallChunks(td) {
-					if !write(a.chunk(id, created, fiber.Map{"tool_calls": []fiber.Map{c}}, nil, nil)) {
+				for _, tc := range toolCallChunks(td) {
+					if !write(a.chunk(id, created, i, fiber.Map{"tool_calls": []fiber.Map{tc}}, nil, nil)) {
 						return false
 					}
 				}
 			}
 			return true
 		}
-		emit := func(d output.Delta, tok *actors.TokenEvent) bool {
-			entry := lp(tok)
+		emit := func(i int, d output.Delta, tok *actors.TokenEvent) bool {
+			entry := lp(i, tok)
 			if d.Content == "" && d.Reasoning == "" {
-				return writeTools(d.Tools)
+				return writeTools(i, d.Tools)
 			}
 			if !isChat {
-				choice := fiber.Map{"index": 0, "text": d.Content, "logprobs": nil, "finish_reason": nil}
-				return write(fiber.Map{"id": id, "object": "text_completion", "created": created, "model": a.rt.Name(), "choices": []fiber.Map{choice}})
+				return write(text(i, d.Content, nil))
 			}
 			delta := fiber.Map{}
 			if d.Content != "" {
@@ -162,41 +214,52 @@ func (a *API) run(c *fiber.Ctx, r *chat.Request, stream, includeUsage, isChat bo
 			if entry != nil {
 				lps = fiber.Map{"content": []fiber.Map{entry}}
 			}
-			return write(a.chunk(id, created, delta, nil, lps)) && writeTools(d.Tools)
+			return write(a.chunk(id, created, i, delta, nil, lps)) && writeTools(i, d.Tools)
+		}
+		// Each choice ends with its own finish reason as soon as it is done.
+		done := func(i int) bool {
+			t := g.Turns[i]
+			if t.Err != "" {
+				return true // the stream ends with the error instead
+			}
+			if !isChat {
+				return write(text(i, "", t.Finish))
+			}
+			last := a.chunk(id, created, i, fiber.Map{}, t.Finish, nil)
+			if includeUsage {
+				last["usage"] = nil
+			}
+			return write(last)
 		}
 		ping := func() bool {
 			_, err := w.WriteString(": keep-alive\n\n")
 			return err == nil && w.Flush() == nil
 		}
-		if t.Run(emit, a.cfg.KeepAlive, ping) {
-			a.finishStream(w, id, created, t, isChat, includeUsage)
-			t.WarmUp()
+		if g.Run(emit, done, a.cfg.KeepAlive, ping) {
+			a.finishStream(w, id, created, g, isChat, includeUsage)
+			g.Turns[0].WarmUp()
 		}
 	})
 }
 
-func logprobEntry(s *troupe.Stream, ev *actors.TokenEvent) fiber.Map {
-	tok := s.Prepared.Assets.Tokenizer
-	piece := func(id int32) (string, []int) {
-		t := tok.Decode([]int32{id}, false)
-		b := make([]int, len(t))
-		for i := range t {
-			b[i] = int(t[i])
-		}
-		return t, b
+// promptText is what echo puts before a completion: the prompt as sent,
+// or the text of a token-id prompt (special tokens left out, as the output
+// is decoded).
+func promptText(t *turn.Turn) string {
+	if t.Request.PromptIDs == nil {
+		return t.Request.Prompt
 	}
-	text, bytes := piece(ev.Token)
-	top := []fiber.Map{}
-	for _, t := range ev.TopLogprobs {
-		tt, tb := piece(t.Token)
-		top = append(top, fiber.Map{"token": tt, "logprob": t.Logprob, "bytes": tb})
-	}
-	return fiber.Map{"token": text, "logprob": ev.Logprob, "bytes": bytes, "top_logprobs": top}
+	return t.Stream.Prepared.Assets.Tokenizer.Decode(t.Request.PromptIDs, true)
 }
 
-func (a *API) usage(t *turn.Turn) fiber.Map {
-	return fiber.Map{"prompt_tokens": t.PromptTokens, "completion_tokens": t.Tokens,
-		"total_tokens": t.PromptTokens + t.Tokens, "prompt_tokens_details": fiber.Map{"cached_tokens": t.CachedTokens}}
+// usage counts the prompt once and the tokens of every choice, as OpenAI
+// does for n > 1; cached tokens are the first choice's (what was reused
+// from before this request).
+func (a *API) usage(g *turn.Group) fiber.Map {
+	t := g.Turns[0]
+	gen := g.Tokens()
+	return fiber.Map{"prompt_tokens": t.PromptTokens, "completion_tokens": gen,
+		"total_tokens": t.PromptTokens + gen, "prompt_tokens_details": fiber.Map{"cached_tokens": t.CachedTokens}}
 }
 
 // callID is a tool call's id in OpenAI's shape: call_ and 24 random
@@ -227,34 +290,37 @@ func toolCallChunks(td output.ToolDelta) []fiber.Map {
 	return out
 }
 
-func (a *API) final(id string, created int64, t *turn.Turn, logprobs []fiber.Map, isChat bool) fiber.Map {
-	res, r := t, t.Request
-	if !isChat {
+func (a *API) final(id string, created int64, g *turn.Group, logprobs [][]fiber.Map, isChat bool, echo string) fiber.Map {
+	choices := make([]fiber.Map, len(g.Turns))
+	for i, t := range g.Turns {
 		var lp any
-		if r.Logprobs {
-			lp = completionLogprobs(logprobs)
+		if !isChat {
+			if t.Request.Logprobs {
+				lp = completionLogprobs(logprobs[i])
+			}
+			choices[i] = fiber.Map{"index": i, "text": echo + t.Content.String(), "logprobs": lp, "finish_reason": t.Finish}
+			continue
 		}
-		return fiber.Map{"id": id, "object": "text_completion", "created": created, "model": a.rt.Name(),
-			"choices": []fiber.Map{{"index": 0, "text": res.Content.String(), "logprobs": lp, "finish_reason": res.Finish}},
-			"usage":   a.usage(res)}
-	}
-	msg := fiber.Map{"role": "assistant", "content": res.Content.String()}
-	if res.Reasoning.Len() > 0 {
-		msg["reasoning_content"] = res.Reasoning.String()
-	}
-	if res.Calls != nil {
-		msg["tool_calls"] = toolCalls(res.Calls)
-		if res.Content.Len() == 0 {
-			msg["content"] = nil
+		msg := fiber.Map{"role": "assistant", "content": t.Content.String()}
+		if t.Reasoning.Len() > 0 {
+			msg["reasoning_content"] = t.Reasoning.String()
 		}
+		if t.Calls != nil {
+			msg["tool_calls"] = toolCalls(t.Calls)
+			if t.Content.Len() == 0 {
+				msg["content"] = nil
+			}
+		}
+		if t.Request.Logprobs {
+			lp = fiber.Map{"content": logprobs[i]}
+		}
+		choices[i] = fiber.Map{"index": i, "message": msg, "logprobs": lp, "finish_reason": t.Finish}
 	}
-	var lp any
-	if r.Logprobs {
-		lp = fiber.Map{"content": logprobs}
+	object := "chat.completion"
+	if !isChat {
+		object = "text_completion"
 	}
-	return fiber.Map{"id": id, "object": "chat.completion", "created": created, "model": a.rt.Name(),
-		"choices": []fiber.Map{{"index": 0, "message": msg, "logprobs": lp, "finish_reason": res.Finish}},
-		"usage":   a.usage(res)}
+	return fiber.Map{"id": id, "object": object, "created": created, "model": a.rt.Name(), "choices": choices, "usage": a.usage(g)}
 }
 
 // completionLogprobs is the legacy completions logprobs shape.
@@ -272,35 +338,27 @@ func completionLogprobs(entries []fiber.Map) fiber.Map {
 	return fiber.Map{"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops}
 }
 
-func (a *API) chunk(id string, created int64, delta fiber.Map, finish any, logprobs any) fiber.Map {
+func (a *API) chunk(id string, created int64, index int, delta fiber.Map, finish any, logprobs any) fiber.Map {
 	return fiber.Map{"id": id, "object": "chat.completion.chunk", "created": created, "model": a.rt.Name(),
-		"choices": []fiber.Map{{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}}}
+		"choices": []fiber.Map{{"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}}}
 }
 
-func (a *API) finishStream(w *bufio.Writer, id string, created int64, t *turn.Turn, isChat, includeUsage bool) {
-	if t.Err != "" {
+// finishStream ends a stream whose choices have sent their finish chunks:
+// with the error that failed it, or the usage once (when asked for).
+func (a *API) finishStream(w *bufio.Writer, id string, created int64, g *turn.Group, isChat, includeUsage bool) {
+	if msg, t := g.Err(); msg != "" {
 		typ := "invalid_request_error"
 		if t.ErrStatus() >= 500 {
 			typ = "server_error" // the server's failure (shutting down, model not loaded)
 		}
-		turn.WriteEvent(w, "", fiber.Map{"error": fiber.Map{"message": t.Err, "type": typ, "param": nil, "code": nil}})
-	} else if isChat {
-		last := a.chunk(id, created, fiber.Map{}, t.Finish, nil)
-		if includeUsage {
-			last["usage"] = nil
-		}
-		turn.WriteEvent(w, "", last)
-	} else {
-		turn.WriteEvent(w, "", fiber.Map{"id": id, "object": "text_completion", "created": created, "model": a.rt.Name(),
-			"choices": []fiber.Map{{"index": 0, "text": "", "logprobs": nil, "finish_reason": t.Finish}}})
-	}
-	if includeUsage && t.Err == "" {
+		turn.WriteEvent(w, "", fiber.Map{"error": fiber.Map{"message": msg, "type": typ, "param": nil, "code": nil}})
+	} else if includeUsage {
 		object := "chat.completion.chunk"
 		if !isChat {
 			object = "text_completion"
 		}
 		turn.WriteEvent(w, "", fiber.Map{"id": id, "object": object, "created": created, "model": a.rt.Name(),
-			"choices": []fiber.Map{}, "usage": a.usage(t)})
+			"choices": []fiber.Map{}, "usage": a.usage(g)})
 	}
 	w.WriteString("data: [DONE]\n\n")
 	w.Flush()

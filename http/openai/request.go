@@ -7,6 +7,7 @@ import (
 
 	"github.com/troupe-ai/troupe/chat"
 	"github.com/troupe-ai/troupe/http/apierr"
+	"github.com/troupe-ai/troupe/http/turn"
 	"github.com/troupe-ai/troupe/sample"
 	"github.com/troupe-ai/troupe/templates"
 )
@@ -60,8 +61,8 @@ const maxTokensCap = 1 << 20
 
 // sampling validates the shared fields into r.
 func (c *common) sampling(r *chat.Request, defaultMax int) error {
-	if c.N != nil && *c.N != 1 {
-		return bad("n", "only n=1 is supported, got %d", *c.N)
+	if c.N != nil && (*c.N < 1 || *c.N > turn.MaxChoices) {
+		return bad("n", "n must be between 1 and %d, got %d", turn.MaxChoices, *c.N)
 	}
 	// An unset max_tokens is an upper bound lowered to the context the
 	// prompt leaves (as vLLM's default), never a 400.
@@ -317,8 +318,10 @@ func completionFromRequest(req *completionRequest) (*chat.Request, error) {
 	if err := req.sampling(r, 16); err != nil {
 		return nil, err
 	}
-	if req.Echo {
-		return nil, bad("echo", "echo is not supported")
+	if req.Echo && req.Logprobs != nil {
+		// vLLM answers echo with logprobs with the prompt tokens' logprobs,
+		// which the engine does not compute.
+		return nil, bad("echo", "echo with logprobs is not supported: it would need the prompt tokens' logprobs; send one or the other")
 	}
 	if req.Logprobs != nil {
 		if *req.Logprobs < 0 || *req.Logprobs > 5 {

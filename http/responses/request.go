@@ -3,6 +3,7 @@ package responses
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -33,6 +34,7 @@ type request struct {
 	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
 	Truncation         *string           `json:"truncation"`
 	Include            []string          `json:"include"`
+	TopLogprobs        *int              `json:"top_logprobs"`
 	Background         bool              `json:"background"`
 	PromptCacheKey     string            `json:"prompt_cache_key"`
 	Text               *struct {
@@ -129,6 +131,9 @@ func translate(req *request, prior, items []any) (*chat.Request, []any, error) {
 	if req.TopP != nil {
 		r.SamplingSet |= sample.FieldTopP
 	}
+	if err := logprobs(req, r); err != nil {
+		return nil, nil, err
+	}
 	r.CacheScope = req.PromptCacheKey
 	if req.Background {
 		return nil, nil, bad("background", "background responses are not supported; omit background or set it to false")
@@ -174,6 +179,27 @@ func translate(req *request, prior, items []any) (*chat.Request, []any, error) {
 	}
 	r.Messages = msgs
 	return r, conv, nil
+}
+
+// includeLogprobs is the include value that asks for the logprobs of the
+// output text.
+const includeLogprobs = "message.output_text.logprobs"
+
+// logprobs checks top_logprobs (0 to 20) and, when include asks for
+// message.output_text.logprobs, has the generation report each token's
+// log-probability with that many alternatives. As OpenAI's, top_logprobs
+// alone asks for nothing.
+func logprobs(req *request, r *chat.Request) error {
+	top := 0
+	if req.TopLogprobs != nil {
+		if top = *req.TopLogprobs; top < 0 || top > 20 {
+			return bad("top_logprobs", "top_logprobs must be between 0 and 20, got %d", top)
+		}
+	}
+	if slices.Contains(req.Include, includeLogprobs) {
+		r.Logprobs, r.TopLogprobs = true, top
+	}
+	return nil
 }
 
 // functionTools turns Responses' flat function tools into the chat

@@ -350,19 +350,64 @@ type builder struct {
 	created int64
 	seq     int
 
-	reasoningTokens int      // tokens generated up to the last reasoning text
-	rsID, msgID     string   // output item ids, made when the item opens
-	callIDs         []string // call_... per tool call
-	fcIDs           []string // fc_... per tool call
+	reasoningTokens int         // tokens generated up to the last reasoning text
+	logprobs        []fiber.Map // of the message's tokens (include message.output_text.logprobs)
+	pending         []fiber.Map // of tokens whose text is not out yet
+	rsID, msgID     string      // output item ids, made when the item opens
+	callIDs         []string    // call_... per tool call
+	fcIDs           []string    // fc_... per tool call
 }
 
-// track is the Emit of a non-streaming turn: it only counts reasoning
-// tokens.
-func (b *builder) track(d output.Delta, _ *actors.TokenEvent) bool {
+// track is the Emit of a non-streaming turn: it counts reasoning tokens
+// and collects logprobs.
+func (b *builder) track(d output.Delta, tok *actors.TokenEvent) bool {
 	if d.Reasoning != "" {
 		b.reasoningTokens = b.t.Tokens
 	}
+	b.take(d, tok)
 	return true
+}
+
+// take records the logprob of tok (when the request asked for logprobs)
+// and returns those d's content completes, which join the message's: a
+// token counts toward the text that came out when it was added (text held
+// back for a possible stop string or tag comes out with a later token).
+// Tokens that came out as reasoning or a tool call have none in the
+// message, nor has the end-of-sequence token.
+func (b *builder) take(d output.Delta, tok *actors.TokenEvent) []fiber.Map {
+	if !b.t.Request.Logprobs {
+		return nil
+	}
+	if tok != nil && !(tok.FinishReason == "stop" && slices.Contains(b.t.Stream.Prepared.Assets.EOS, tok.Token)) {
+		b.pending = append(b.pending, b.t.Logprob(tok))
+	}
+	switch {
+	case d.Content != "":
+		out := b.pending
+		b.pending = nil
+		b.logprobs = append(b.logprobs, out...)
+		return out
+	case d.Reasoning != "" || len(d.Tools) > 0:
+		b.pending = nil
+	}
+	return nil
+}
+
+// eventLogprobs are logprobs as the text delta and done events carry them:
+// token and logprob, alternatives alike, without bytes.
+func eventLogprobs(entries []fiber.Map) []fiber.Map {
+	out := make([]fiber.Map, len(entries))
+	for i, e := range entries {
+		var top []fiber.Map
+		for _, alt := range e["top_logprobs"].([]fiber.Map) {
+			top = append(top, fiber.Map{"token": alt["token"], "logprob": alt["logprob"]})
+		}
+		out[i] = fiber.Map{"token": e["token"], "logprob": e["logprob"], "top_logprobs": top}
+		if top == nil {
+			out[i]["top_logprobs"] = []fiber.Map{}
+		}
+	}
+	return out
 }
 
 func (b *builder) finalStatus() string {
@@ -402,8 +447,13 @@ func (b *builder) reasoningItem(status string) fiber.Map {
 	return fiber.Map{"type": "reasoning", "id": b.rsID, "summary": []fiber.Map{}, "content": content, "status": status}
 }
 
-func outputText(text string) fiber.Map {
-	return fiber.Map{"type": "output_text", "text": text, "annotations": []any{}, "logprobs": []any{}}
+// outputText is an output_text content part with the logprobs of its
+// tokens (empty unless asked for).
+func outputText(text string, logprobs []fiber.Map) fiber.Map {
+	if logprobs == nil {
+		logprobs = []fiber.Map{}
+	}
+	return fiber.Map{"type": "output_text", "text": text, "annotations": []any{}, "logprobs": logprobs}
 }
 
 func (b *builder) messageItem(status string) fiber.Map {
@@ -412,7 +462,7 @@ func (b *builder) messageItem(status string) fiber.Map {
 	}
 	content := []fiber.Map{}
 	if status != "in_progress" {
-		content = []fiber.Map{outputText(b.t.Content.String())}
+		content = []fiber.Map{outputText(b.t.Content.String(), b.logprobs)}
 	}
 	return fiber.Map{"type": "message", "id": b.msgID, "status": status, "role": "assistant", "content": content}
 }
@@ -526,7 +576,7 @@ func (b *builder) object(status string, output []fiber.Map) fiber.Map {
 		"model": b.api.rt.Name(), "output": output, "parallel_tool_calls": parallel, "previous_response_id": prev,
 		"reasoning": reasoning, "store": store, "temperature": temperature, "top_p": topP,
 		"text": fiber.Map{"format": fiber.Map{"type": "text"}}, "tool_choice": toolChoice, "tools": tools,
-		"truncation": truncation, "usage": nil, "user": user, "metadata": metadata,
+		"truncation": truncation, "usage": nil, "user": user, "metadata": metadata, "top_logprobs": req.TopLogprobs,
 	}
 	switch status {
 	case "completed", "incomplete", "failed":
@@ -594,8 +644,8 @@ func (b *builder) stream(w *bufio.Writer, tr *translated) {
 			item := b.messageItem("completed")
 			items[idx] = item
 			open = ""
-			return write("response.output_text.done", fiber.Map{"item_id": b.msgID, "output_index": idx, "content_index": 0, "text": text, "logprobs": []any{}}) &&
-				write("response.content_part.done", fiber.Map{"item_id": b.msgID, "output_index": idx, "content_index": 0, "part": outputText(text)}) &&
+			return write("response.output_text.done", fiber.Map{"item_id": b.msgID, "output_index": idx, "content_index": 0, "text": text, "logprobs": eventLogprobs(b.logprobs)}) &&
+				write("response.content_part.done", fiber.Map{"item_id": b.msgID, "output_index": idx, "content_index": 0, "part": outputText(text, b.logprobs)}) &&
 				write("response.output_item.done", fiber.Map{"output_index": idx, "item": item})
 		}
 		return true
@@ -612,9 +662,10 @@ func (b *builder) stream(w *bufio.Writer, tr *translated) {
 		open = "message"
 		idx := len(items) - 1
 		return write("response.output_item.added", fiber.Map{"output_index": idx, "item": items[idx]}) &&
-			write("response.content_part.added", fiber.Map{"item_id": b.msgID, "output_index": idx, "content_index": 0, "part": outputText("")})
+			write("response.content_part.added", fiber.Map{"item_id": b.msgID, "output_index": idx, "content_index": 0, "part": outputText("", nil)})
 	}
 	emit := func(d output.Delta, tok *actors.TokenEvent) bool {
+		lps := b.take(d, tok)
 		if d.Reasoning != "" {
 			b.reasoningTokens = b.t.Tokens
 			if open != "reasoning" {
@@ -636,7 +687,7 @@ func (b *builder) stream(w *bufio.Writer, tr *translated) {
 			if !openMessage() {
 				return false
 			}
-			if !write("response.output_text.delta", fiber.Map{"item_id": b.msgID, "output_index": len(items) - 1, "content_index": 0, "delta": d.Content, "logprobs": []any{}}) {
+			if !write("response.output_text.delta", fiber.Map{"item_id": b.msgID, "output_index": len(items) - 1, "content_index": 0, "delta": d.Content, "logprobs": eventLogprobs(lps)}) {
 				return false
 			}
 		}

@@ -21,6 +21,7 @@ type Record struct {
 	ttft      time.Duration
 	finish    string
 	err       string
+	turns     int // turns filled in
 	end       func()
 }
 
@@ -51,18 +52,31 @@ func RecordFrom(ctx context.Context) *Record {
 	return r
 }
 
-// fill takes t's figures (the first close of t).
+// fill takes t's figures (the first close of t). The choices of a Group
+// add up: the prompt, cached tokens and finish are the first choice's, the
+// generated tokens the sum, the time to first token the earliest, the
+// error the first.
 func (r *Record) fill(t *Turn) {
 	if r == nil {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.finish != "" || r.err != "" || r.generated > 0 {
+	if t.recorded {
 		return
 	}
-	r.prompt, r.cached, r.generated = t.PromptTokens, t.CachedTokens, t.Tokens
-	r.ttft, r.finish, r.err = t.ttft, t.Finish, t.Err
+	t.recorded = true
+	r.generated += t.Tokens
+	if r.err == "" {
+		r.err = t.Err
+	}
+	if t.ttft > 0 && (r.ttft == 0 || t.ttft < r.ttft) {
+		r.ttft = t.ttft
+	}
+	if r.turns++; r.turns > 1 {
+		return
+	}
+	r.prompt, r.cached, r.finish = t.PromptTokens, t.CachedTokens, t.Finish
 	if r.finish == "" && r.err == "" {
 		r.finish = "none"
 	}

@@ -7,7 +7,8 @@
 //
 // The translators (http/openai, http/responses, http/anthropic) differ only
 // in how they parse a body into a chat.Request and how they write deltas
-// and the final object; Turn gives them both as plain data.
+// and the final object; Turn gives them both as plain data. A Group is the
+// n choices of one request (OpenAI's n), a Turn each, run at once.
 package turn
 
 import (
@@ -72,6 +73,8 @@ type Turn struct {
 
 	rt          *troupe.Runtime
 	life        context.Context // the request's lifetime (nil: none)
+	first       *atomic.Bool    // set at the first token of the request's choices
+	recorded    bool            // filled into rec (under rec's lock)
 	proc        *output.Processor
 	rec         *Record       // the request's access-log record (nil: none)
 	ttft        time.Duration // arrival to the first token
@@ -96,22 +99,38 @@ type Options struct {
 // Start prepares r and starts generating. Errors are those of preparation
 // (bad request, no template) or of a runtime that is not serving.
 func Start(rt *troupe.Runtime, r *chat.Request, opts Options) (*Turn, error) {
+	g, err := StartN(rt, r, 1, opts)
+	if err != nil {
+		return nil, err
+	}
+	return g.Turns[0], nil
+}
+
+// StartN prepares r once and starts n choices of it (OpenAI's n), one Turn
+// each (see troupe.Runtime.GenerateN for how they share the prompt).
+func StartN(rt *troupe.Runtime, r *chat.Request, n int, opts Options) (*Group, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := rt.Generate(ctx, r)
+	streams, err := rt.GenerateN(ctx, r, n)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	prep := s.Prepared.Prepared
 	if opts.Arrival.IsZero() {
 		opts.Arrival = time.Now()
 	}
-	t := &Turn{Stream: s, Request: r, Prepared: prep, PromptTokens: len(prep.IDs), rt: rt, cancel: cancel, start: opts.Arrival, life: opts.Context}
-	t.rec = RecordFrom(opts.Context)
-	t.proc = output.New(s.Prepared.Assets.Tokenizer, output.Options{
-		Stop: r.Stop, Prompt: prep.Prompt, PromptIDs: prep.IDs, Reasoning: opts.Reasoning && prep.Reasoning, Tools: r.Tools != nil,
-	})
-	return t, nil
+	g := &Group{Turns: make([]*Turn, n), cancel: cancel}
+	first := &atomic.Bool{} // the request's first token (its time to first token)
+	for i, s := range streams {
+		prep := s.Prepared.Prepared
+		t := &Turn{Stream: s, Request: r, Prepared: prep, PromptTokens: len(prep.IDs), rt: rt, cancel: cancel,
+			start: opts.Arrival, life: opts.Context, first: first}
+		t.rec = RecordFrom(opts.Context)
+		t.proc = output.New(s.Prepared.Assets.Tokenizer, output.Options{
+			Stop: r.Stop, Prompt: prep.Prompt, PromptIDs: prep.IDs, Reasoning: opts.Reasoning && prep.Reasoning, Tools: r.Tools != nil,
+		})
+		g.Turns[i] = t
+	}
+	return g, nil
 }
 
 // ErrStatus is the HTTP status of a failed turn: 503 when the server
@@ -127,7 +146,8 @@ func (t *Turn) ErrStatus() int {
 	return fiber.StatusBadRequest
 }
 
-// Close ends the generation (if still running) and frees its context.
+// Close ends the generation (if still running) and frees its context
+// (shared by the choices of a Group: closing one ends them all).
 func (t *Turn) Close() {
 	t.Stream.Cancel()
 	t.cancel()
@@ -148,7 +168,9 @@ func (t *Turn) Absorb(ev *actors.TokenEvent) (d output.Delta, tok *actors.TokenE
 		m := t.rt.Metrics()
 		if t.Tokens == 0 {
 			t.ttft = now.Sub(t.start)
-			m.TTFT.Observe(t.ttft.Seconds())
+			if t.first.CompareAndSwap(false, true) {
+				m.TTFT.Observe(t.ttft.Seconds())
+			}
 		} else {
 			m.InterToken.Observe(now.Sub(t.last).Seconds())
 		}
@@ -182,6 +204,31 @@ func (t *Turn) Absorb(ev *actors.TokenEvent) (d output.Delta, tok *actors.TokenE
 	t.Content.WriteString(d.Content)
 	t.Reasoning.WriteString(d.Reasoning)
 	return d, tok
+}
+
+// Logprob is a generated token's log-probability in the OpenAI APIs'
+// shape: its text, log-probability and UTF-8 bytes, with its most likely
+// alternatives (top_logprobs) alike. A log-probability of -Inf (a token
+// the sampler's filters ruled out) is -9999, as vLLM writes it, since JSON
+// has no infinities.
+func (t *Turn) Logprob(ev *actors.TokenEvent) fiber.Map {
+	tok := t.Stream.Prepared.Assets.Tokenizer
+	piece := func(id int32) (string, []int) {
+		s := tok.Decode([]int32{id}, false)
+		b := make([]int, len(s))
+		for i := 0; i < len(s); i++ {
+			b[i] = int(s[i])
+		}
+		return s, b
+	}
+	finite := func(lp float32) float32 { return max(lp, -9999) }
+	text, bytes := piece(ev.Token)
+	top := []fiber.Map{}
+	for _, alt := range ev.TopLogprobs {
+		s, b := piece(alt.Token)
+		top = append(top, fiber.Map{"token": s, "logprob": finite(alt.Logprob), "bytes": b})
+	}
+	return fiber.Map{"token": text, "logprob": finite(ev.Logprob), "bytes": bytes, "top_logprobs": top}
 }
 
 // complete reports whether every call was generated to its end (not cut
@@ -266,6 +313,7 @@ func (t *Turn) WarmUp() {
 // the handlers, kept in the request's locals.
 const (
 	localRelease   = "troupe.release"
+	localClaim     = "troupe.claim"
 	localStreaming = "troupe.streaming"
 	localArrival   = "troupe.arrival"
 )
@@ -279,6 +327,22 @@ func Arrival(c *fiber.Ctx) time.Time {
 		return t
 	}
 	return time.Now()
+}
+
+// SetClaim registers the function that takes further queue slots for the
+// request (see Claim).
+func SetClaim(c *fiber.Ctx, f func(extra int) error) { c.Locals(localClaim, f) }
+
+// Claim takes extra queue slots for c's request, one per further
+// sequence it runs (the other choices of an n > 1 request), freed with its
+// own slot. The error (*actors.Overloaded, a 429) says the server is at
+// capacity. Without admission (no SetClaim) it always succeeds.
+func Claim(c *fiber.Ctx, extra int) error {
+	f, _ := c.Locals(localClaim).(func(int) error)
+	if f == nil || extra <= 0 {
+		return nil
+	}
+	return f(extra)
 }
 
 // SetRelease registers the function that frees the request's queue slot.
@@ -335,6 +399,12 @@ func Context(c *fiber.Ctx) context.Context { return c.UserContext() }
 // gone) and the generation is cancelled; a panic in body is logged and
 // ends the stream.
 func SSE(c *fiber.Ctx, t *Turn, body func(w *bufio.Writer)) error {
+	return SSEGroup(c, &Group{Turns: []*Turn{t}}, body)
+}
+
+// SSEGroup is SSE for the choices of a Group: they are all closed when body
+// ends.
+func SSEGroup(c *fiber.Ctx, g *Group, body func(w *bufio.Writer)) error {
 	c.Locals(localStreaming, true)
 	done := release(c)
 	rec := RecordFrom(Context(c))
@@ -342,8 +412,10 @@ func SSE(c *fiber.Ctx, t *Turn, body func(w *bufio.Writer)) error {
 	if tr == nil {
 		tr = &Transport{}
 	}
-	if t.life == nil {
-		t.life = Context(c)
+	for _, t := range g.Turns {
+		if t.life == nil {
+			t.life = Context(c)
+		}
 	}
 	conn := c.Context().Conn()
 	c.Set(fiber.HeaderContentType, "text/event-stream")
@@ -351,8 +423,8 @@ func SSE(c *fiber.Ctx, t *Turn, body func(w *bufio.Writer)) error {
 	c.Set(fiber.HeaderConnection, "keep-alive")
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer done()
-		defer rec.streamEnded() // after the turn closed: its figures are in
-		defer t.Close()
+		defer rec.streamEnded() // after the turns closed: their figures are in
+		defer g.Close()
 		defer func() {
 			if r := recover(); r != nil && tr.Log != nil {
 				tr.Log.Error("panic while streaming an answer", "panic", r, "stack", string(debug.Stack()))

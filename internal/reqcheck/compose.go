@@ -18,6 +18,7 @@ var keys = []string{
 	"previous_response_id", "metadata", "system", "thinking", "budget_tokens", "signature", "tool_use_id",
 	"input_schema", "is_error", "source", "cache_control", "reasoning_content", "tokens", "add_special",
 	"with_pieces", "image_url", "url", "properties", "required", "prompt_cache_key", "ignore_eos",
+	"include",
 }
 
 var stringValues = []string{
@@ -26,6 +27,7 @@ var stringValues = []string{
 	"function_call", "function_call_output", "message", "reasoning", "enabled", "disabled", "auto", "none",
 	"required", "any", "low", "high", "json_schema", "object", "f", "get_weather", "call_1", "toolu_1", "",
 	"Hello!", "<|im_start|>user\n", "{{ messages }}{% raw %}", "\x00\u2028é\u0301", "troupe-demo",
+	"message.output_text.logprobs",
 }
 
 var numberValues = []string{
