@@ -55,15 +55,9 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	loadDelay := fs.Duration("debug-load-delay", 0, "testing: delay the weight load by this long")
 	fs.Usage = func() { chatUsage(fs) }
 	// The model may come before or after the flags, as serve takes it.
-	var positional []string
-	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		if rest = fs.Args(); len(rest) == 0 {
-			break
-		}
-		positional, rest = append(positional, rest[0]), rest[1:]
+	positional, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

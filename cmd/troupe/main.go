@@ -122,3 +122,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown command %q", args[0])
 }
+
+// parseInterleaved parses flags that may come before, between or after the
+// positional arguments (serve DIR --port 9000, as vllm serve and ollama run
+// take it): Go's flag parsing stops at the first argument, so it parses
+// again after each one. It returns the positional arguments in order.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for rest := args; ; {
+		if err := fs.Parse(rest); err != nil {
+			return nil, err
+		}
+		if rest = fs.Args(); len(rest) == 0 {
+			return positional, nil
+		}
+		positional, rest = append(positional, rest[0]), rest[1:]
+	}
+}

@@ -23,15 +23,9 @@ func cmdPull(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			"prints the snapshot folder. Set HF_TOKEN for gated or private models.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	var positional []string
-	for rest := args; ; { // flags before or after the repository
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		if rest = fs.Args(); len(rest) == 0 {
-			break
-		}
-		positional, rest = append(positional, rest[0]), rest[1:]
+	positional, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
 	}
 	if len(positional) != 1 {
 		fs.Usage()

@@ -94,18 +94,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	stall := fs.Duration("stream-stall-timeout", 30*time.Second, "cancel a stream whose client reads nothing for this long")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cut")
 	fs.Usage = func() { serveUsage(fs) }
-	// Flags may come before or after the model (serve DIR --port 9000, as
-	// vllm serve and ollama run take it): Go's flag parsing stops at the
-	// first argument, so parse again after each one.
-	var positional []string
-	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		if rest = fs.Args(); len(rest) == 0 {
-			break
-		}
-		positional, rest = append(positional, rest[0]), rest[1:]
+	// Flags may come before or after the model (serve DIR --port 9000).
+	positional, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) {
