@@ -11,8 +11,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -197,31 +195,6 @@ func pressEnter(shift bool) chromedp.Action[chromedp.Void] {
 		}
 		return nil
 	})
-}
-
-// metric reads one unlabelled sample from the server's /metrics.
-func metric(t *testing.T, url, name string) float64 {
-	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.SplitSeq(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
-	}
-	t.Fatalf("no metric %s in /metrics", name)
-	return 0
 }
 
 // screenshot saves the page as name in TROUPE_ARTIFACTS (when set) or the
@@ -421,17 +394,17 @@ func TestChatPage(t *testing.T) {
 		t.Errorf("after Stop: stop hidden %v, send disabled %v", stopped.StopHidden, stopped.SendDisabled)
 	}
 	// The server lets the generation go: nothing runs and no token is made.
-	for deadline := time.Now().Add(10 * time.Second); metric(t, srv.URL, "troupe_running_sequences") != 0; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); srv.Metric(t, "troupe_running_sequences") != 0; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("a sequence still runs 10s after Stop")
 		}
 	}
-	generated := metric(t, srv.URL, "troupe_generated_tokens_total")
+	generated := srv.Metric(t, "troupe_generated_tokens_total")
 	time.Sleep(time.Second)
 	if after := view(bctx, t); after.Text != stopped.Text || after.State != "ready" {
 		t.Errorf("the reply changed after Stop: %d then %d characters, state %q", len(stopped.Text), len(after.Text), after.State)
 	}
-	if now := metric(t, srv.URL, "troupe_generated_tokens_total"); now != generated {
+	if now := srv.Metric(t, "troupe_generated_tokens_total"); now != generated {
 		t.Errorf("the server generated %v more tokens after Stop", now-generated)
 	}
 	t.Logf("streamed lengths %v; stopped after %d characters", lengths, len(stopped.Text))

@@ -5,13 +5,9 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -85,31 +81,6 @@ func serve(t *testing.T, args ...string) *serverProc {
 func (s *serverProc) waitReady(t *testing.T) {
 	t.Helper()
 	s.WaitReady(t, 60*time.Second)
-}
-
-// metric reads one sample from /metrics.
-func (s *serverProc) metric(t *testing.T, name string) float64 {
-	t.Helper()
-	resp, err := http.Get(s.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
 }
 
 func ctx(t *testing.T) context.Context {

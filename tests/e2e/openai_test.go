@@ -130,15 +130,15 @@ func TestCapabilityGateProcess(t *testing.T) {
 				go func() { defer wg.Done(); send(s, 1) }()
 			}
 			wg.Wait()
-			if got := s.metric(t, `troupe_history_renders_total{outcome="fail_open"}`); got != 2 {
+			if got := s.Metric(t, `troupe_history_renders_total{outcome="fail_open"}`); got != 2 {
 				t.Fatalf("fail_open %v, want 2", got)
 			}
 			s.waitReady(t)
 			send(s, 3)
-			if got := s.metric(t, `troupe_history_renders_total{outcome="rendered"}`); got != tc.rendered {
+			if got := s.Metric(t, `troupe_history_renders_total{outcome="rendered"}`); got != tc.rendered {
 				t.Fatalf("rendered %v, want %v", got, tc.rendered)
 			}
-			if got := s.metric(t, `troupe_history_renders_total{outcome="skipped_dense"}`); got != tc.skipped {
+			if got := s.Metric(t, `troupe_history_renders_total{outcome="skipped_dense"}`); got != tc.skipped {
 				t.Fatalf("skipped_dense %v, want %v", got, tc.skipped)
 			}
 		})

@@ -6,12 +6,14 @@ package serveproc
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,4 +100,32 @@ func (s *Server) wait(t testing.TB, path string, timeout time.Duration) {
 		}
 	}
 	t.Fatalf("troupe serve: no %s within %v:\n%s", path, timeout, s.Logs.String())
+}
+
+// Metric reads one sample of the server's /metrics by its name and labels
+// as exposed (`troupe_running_sequences`,
+// `troupe_history_renders_total{outcome="rendered"}`), failing the test
+// when it is absent.
+func (s *Server) Metric(t testing.TB, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(s.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("no metric %s in /metrics", name)
+	return 0
 }
