@@ -404,8 +404,11 @@ type PrefillJob struct {
 	MaxTokens int32                  `protobuf:"varint,3,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
 	Sampling  *SamplingParams        `protobuf:"bytes,4,opt,name=sampling,proto3" json:"sampling,omitempty"`
 	StopIds   []int32                `protobuf:"varint,5,rep,packed,name=stop_ids,json=stopIds,proto3" json:"stop_ids,omitempty"`
-	// Tokens of the history boundary when the preparer rendered one and it is
-	// a token prefix of the prompt; 0 when none.
+	// A prefix of the prompt, in tokens, whose state the scheduler stores in
+	// the prompt cache as soon as it is computed: the history boundary when
+	// the preparer rendered one and it is a token prefix of the prompt, or,
+	// for the first of n > 1 choices, the prompt less its last token (which
+	// the other choices then reuse); 0 when none.
 	HistoryBoundary int32 `protobuf:"varint,6,opt,name=history_boundary,json=historyBoundary,proto3" json:"history_boundary,omitempty"`
 	TopLogprobs     int32 `protobuf:"varint,7,opt,name=top_logprobs,json=topLogprobs,proto3" json:"top_logprobs,omitempty"`
 	Logprobs        bool  `protobuf:"varint,8,opt,name=logprobs,proto3" json:"logprobs,omitempty"`
