@@ -13,6 +13,7 @@ import (
 // before, and page loads are counted under their route, not as unmatched.
 func TestChatPageMounted(t *testing.T) {
 	s := start(t, troupe.Options{}, troupehttp.Config{APIKeys: []string{"sekret"}})
+	s.waitReady(t) // /health is 503 until the model is loaded
 	for _, tc := range []struct {
 		method, path string
 		header       []string
