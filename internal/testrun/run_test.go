@@ -85,7 +85,7 @@ func TestRunModule(t *testing.T) {
 	code, err := run(ctx, config{
 		Dir:    dir,
 		Env:    moduleEnv(),
-		Args:   []string{"-count=1", "./..."},
+		Args:   []string{"-count=1", "-p=1", "./..."}, // -p=1: packages finish in order
 		Stdout: &out,
 		Stderr: &errOut,
 	})
