@@ -53,6 +53,7 @@ type Report struct {
 	Host          string         `json:"host"`
 	TroupeVersion string         `json:"troupe_version"`
 	Threads       int            `json:"threads"`
+	Cores         int            `json:"cores"`
 	Models        Models         `json:"models"`
 	Loads         []LoadMark     `json:"loadavg"`
 	Kernels       *KernelResult  `json:"kernels,omitempty"`
@@ -62,9 +63,20 @@ type Report struct {
 	Notes         []string       `json:"notes,omitempty"`
 }
 
+// ReadReport reads a report JSON written by Report.JSON and rebuilds its
+// rows, notes and bandwidth figures from the raw numbers in it.
+func ReadReport(b []byte) (*Report, error) {
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	r.Finish()
+	return &r, nil
+}
+
 // Finish builds the rows and the bandwidth figures from the raw results.
 func (r *Report) Finish() {
-	r.Rows = nil
+	r.Rows, r.Notes = nil, nil
 	if r.Kernels != nil {
 		r.Rows = append(r.Rows, r.Kernels.Rows()...)
 		if r.Bandwidth != nil {
@@ -83,6 +95,40 @@ func (r *Report) Finish() {
 	for i := range r.Rows {
 		r.Rows[i].Ratio = r.Rows[i].Speedup()
 	}
+	if busy := r.busiest(); r.Cores > 0 && busy > 0.5*float64(r.Cores) {
+		r.Notes = append(r.Notes, fmt.Sprintf("the machine was busy (1-minute load %.2f on %d cores before the run began): "+
+			"llama.cpp's spinning threads lose far more than troupe's when they are preempted, so ratios lean towards troupe; rerun on a quiet machine", busy, r.Cores))
+	}
+}
+
+// allLoads are the load marks of the whole run in time order.
+func (r *Report) allLoads() []LoadMark {
+	var out []LoadMark
+	if len(r.Loads) > 0 {
+		out = append(out, r.Loads[0])
+	}
+	if r.Kernels != nil {
+		out = append(out, r.Kernels.Loads...)
+	}
+	if r.Serving != nil {
+		out = append(out, r.Serving.Loads...)
+	}
+	if len(r.Loads) > 1 {
+		out = append(out, r.Loads[1:]...)
+	}
+	return out
+}
+
+// busiest is the 1-minute load average when the run started, before it
+// put any load of its own on the machine: other programs' share of it.
+func (r *Report) busiest() float64 {
+	var one float64
+	if len(r.Loads) > 0 {
+		if _, err := fmt.Sscan(r.Loads[0].LoadAvg, &one); err != nil {
+			return 0
+		}
+	}
+	return one
 }
 
 // WriteTable prints the side-by-side table, the load averages and the
@@ -110,8 +156,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 				bw.LlamaBytesPerS/1e9, float64(bw.LlamaWeightBytes)/1e6, r.Kernels.LlamaDecode0, 100*bw.LlamaBytesPerS/ref)
 		}
 	}
-	for _, m := range r.Loads {
-		fmt.Fprintf(&b, "load average %-22s %s\n", m.At+":", m.LoadAvg)
+	for _, m := range r.allLoads() {
+		fmt.Fprintf(&b, "load average %-24s %s\n", m.At+":", m.LoadAvg)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)

@@ -87,11 +87,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	genFlags := fs.String("generate-flags", "", "extra flags for troupe generate, space-separated (e.g. --fast-bf16)")
 	outDir := fs.String("out", "", "folder for logs and loadgen output (default: MODELS/runs/TIMESTAMP)")
 	jsonOut := fs.String("json", "", "write every raw number as JSON to this file")
+	fromJSON := fs.String("from-json", "", "measure nothing: print the table of a JSON an earlier run wrote")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *fromJSON != "" {
+		b, err := os.ReadFile(*fromJSON)
+		if err != nil {
+			return err
+		}
+		rep, err := peerbench.ReadReport(b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", *fromJSON, err)
+		}
+		return rep.WriteTable(stdout)
 	}
 	if *threads <= 0 || *reps <= 0 || *copyMiB < 0 {
 		return errors.New("--threads and --reps must be positive, --copy-mib not negative")
@@ -115,6 +127,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		StartedAt: time.Now().UTC().Format(time.RFC3339),
 		Host:      hostLine(),
 		Threads:   *threads,
+		Cores:     runtime.NumCPU(),
 	}
 	if v, err := exec.CommandContext(ctx, bin, "version").Output(); err == nil {
 		rep.TroupeVersion = strings.TrimSpace(string(v))
