@@ -1,0 +1,220 @@
+package peerbench
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/troupe-ai/troupe/model/safetensors"
+)
+
+// WeightCheck is what CompareWeights found: the two checkpoints hold the
+// same values in every tensor.
+type WeightCheck struct {
+	Tensors  int   `json:"tensors"`
+	Elements int64 `json:"elements"`
+	Vocab    int   `json:"vocab"` // config.json's vocab_size
+	// HFBytes and GGUFBytes are the bytes of tensor data in each file: the
+	// weights a forward pass reads (the tied embedding counts once, as the
+	// LM head reads all of it and the lookup one row).
+	HFBytes   int64 `json:"hf_bytes"`
+	GGUFBytes int64 `json:"gguf_bytes"`
+}
+
+// hfToGGUFName maps a Llama checkpoint's tensor names to llama.cpp's, as
+// convert_hf_to_gguf.py (and make_smollm_random.py) name them.
+func hfToGGUFName(name string) (string, bool) {
+	switch name {
+	case "model.embed_tokens.weight":
+		return "token_embd.weight", true
+	case "model.norm.weight":
+		return "output_norm.weight", true
+	case "lm_head.weight":
+		return "output.weight", true
+	}
+	rest, ok := strings.CutPrefix(name, "model.layers.")
+	if !ok {
+		return "", false
+	}
+	idx, sub, ok := strings.Cut(rest, ".")
+	if _, err := strconv.Atoi(idx); !ok || err != nil {
+		return "", false
+	}
+	g, ok := map[string]string{
+		"input_layernorm.weight":          "attn_norm.weight",
+		"self_attn.q_proj.weight":         "attn_q.weight",
+		"self_attn.k_proj.weight":         "attn_k.weight",
+		"self_attn.v_proj.weight":         "attn_v.weight",
+		"self_attn.o_proj.weight":         "attn_output.weight",
+		"post_attention_layernorm.weight": "ffn_norm.weight",
+		"mlp.gate_proj.weight":            "ffn_gate.weight",
+		"mlp.up_proj.weight":              "ffn_up.weight",
+		"mlp.down_proj.weight":            "ffn_down.weight",
+	}[sub]
+	return "blk." + idx + "." + g, ok
+}
+
+// CompareWeights checks that the Llama checkpoint in hfDir (config.json and
+// safetensors) and the GGUF file hold the same values in every tensor, and
+// that neither has a tensor the other lacks. llama.cpp stores q_proj and
+// k_proj with each head's rows reordered from the rotate-half layout to
+// interleaved pairs; the comparison undoes that.
+func CompareWeights(hfDir, ggufPath string) (WeightCheck, error) {
+	var wc WeightCheck
+	var cfg struct {
+		Heads   int `json:"num_attention_heads"`
+		KVHeads int `json:"num_key_value_heads"`
+		Vocab   int `json:"vocab_size"`
+	}
+	raw, err := os.ReadFile(filepath.Join(hfDir, "config.json"))
+	if err != nil {
+		return wc, fmt.Errorf("compare weights: %w", err)
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil || cfg.Heads <= 0 {
+		return wc, fmt.Errorf("compare weights: %s/config.json: no num_attention_heads (%v)", hfDir, err)
+	}
+	if cfg.KVHeads == 0 {
+		cfg.KVHeads = cfg.Heads
+	}
+	wc.Vocab = cfg.Vocab
+	hf, err := safetensors.Open(hfDir)
+	if err != nil {
+		return wc, fmt.Errorf("compare weights: %w", err)
+	}
+	defer hf.Close()
+	gf, err := readGGUF(ggufPath)
+	if err != nil {
+		return wc, fmt.Errorf("compare weights: %w", err)
+	}
+	byName := make(map[string]*ggufTensor, len(gf.Tensors))
+	for i := range gf.Tensors {
+		t := &gf.Tensors[i]
+		byName[t.Name] = t
+		wc.GGUFBytes += int64(len(t.Data))
+	}
+	seen := map[string]bool{}
+	for _, name := range hf.Names() {
+		gname, ok := hfToGGUFName(name)
+		if !ok {
+			return wc, fmt.Errorf("compare weights: no llama.cpp name for tensor %q", name)
+		}
+		ht, err := hf.Tensor(name)
+		if err != nil {
+			return wc, fmt.Errorf("compare weights: %w", err)
+		}
+		gt := byName[gname]
+		if gt == nil {
+			return wc, fmt.Errorf("compare weights: %s has no tensor %q (for %q)", ggufPath, gname, name)
+		}
+		seen[gname] = true
+		heads := 0
+		switch {
+		case strings.HasSuffix(name, "self_attn.q_proj.weight"):
+			heads = cfg.Heads
+		case strings.HasSuffix(name, "self_attn.k_proj.weight"):
+			heads = cfg.KVHeads
+		}
+		if err := compareTensor(ht, gt, heads); err != nil {
+			return wc, fmt.Errorf("compare weights: %s vs %s: %w", name, gname, err)
+		}
+		wc.Tensors++
+		wc.Elements += int64(ht.Elements())
+		wc.HFBytes += int64(len(ht.Data))
+	}
+	for _, t := range gf.Tensors {
+		if !seen[t.Name] {
+			return wc, fmt.Errorf("compare weights: %s has tensor %q that %s lacks", ggufPath, t.Name, hfDir)
+		}
+	}
+	return wc, nil
+}
+
+// compareTensor checks shapes and values. heads > 0 marks a q/k projection
+// whose GGUF rows are permuted per head.
+func compareTensor(ht *safetensors.Tensor, gt *ggufTensor, heads int) error {
+	// ggml's ne is innermost first: reverse it to compare with the row-major shape.
+	gshape := make([]int, len(gt.Dims))
+	for i, d := range gt.Dims {
+		gshape[len(gt.Dims)-1-i] = int(d)
+	}
+	if !slices.Equal(gshape, ht.Shape) {
+		return fmt.Errorf("shape %v vs %v", ht.Shape, gshape)
+	}
+	if gt.Data == nil {
+		return fmt.Errorf("GGUF type %d is not F32, F16 or BF16", gt.Type)
+	}
+	hget, err := elemReader(ht.RawDType, ht.Data)
+	if err != nil {
+		return err
+	}
+	gget, err := elemReader(map[uint32]string{ggmlF32: "F32", ggmlF16: "F16", ggmlBF16: "BF16"}[gt.Type], gt.Data)
+	if err != nil {
+		return err
+	}
+	n := ht.Elements()
+	cols, rows := n, 1
+	if len(ht.Shape) == 2 {
+		rows, cols = ht.Shape[0], ht.Shape[1]
+	}
+	hd := 0
+	if heads > 0 {
+		if len(ht.Shape) != 2 || rows%heads != 0 || (rows/heads)%2 != 0 {
+			return fmt.Errorf("shape %v does not split into %d heads of even size", ht.Shape, heads)
+		}
+		hd = rows / heads
+	}
+	for g := 0; g < rows; g++ {
+		h := g // the HF row stored at GGUF row g
+		if hd > 0 {
+			w := g % hd
+			h = g - w + (w%2)*(hd/2) + w/2
+		}
+		for c := 0; c < cols; c++ {
+			a, b := hget(h*cols+c), gget(g*cols+c)
+			if a != b && !(math.IsNaN(float64(a)) && math.IsNaN(float64(b))) {
+				return fmt.Errorf("element [%d,%d] differs: %g vs %g", h, c, a, b)
+			}
+		}
+	}
+	return nil
+}
+
+// elemReader returns element i of little-endian data of the given dtype as float32.
+func elemReader(dtype string, data []byte) (func(i int) float32, error) {
+	switch dtype {
+	case "F32":
+		return func(i int) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:])) }, nil
+	case "BF16":
+		return func(i int) float32 { return math.Float32frombits(uint32(binary.LittleEndian.Uint16(data[2*i:])) << 16) }, nil
+	case "F16":
+		return func(i int) float32 { return halfToFloat(binary.LittleEndian.Uint16(data[2*i:])) }, nil
+	}
+	return nil, fmt.Errorf("dtype %q is not F32, F16 or BF16", dtype)
+}
+
+// halfToFloat converts an IEEE-754 binary16 value exactly.
+func halfToFloat(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	frac := uint32(h) & 0x3ff
+	switch {
+	case exp == 0x1f: // inf, NaN
+		return math.Float32frombits(sign | 0x7f800000 | frac<<13)
+	case exp != 0: // normal
+		return math.Float32frombits(sign | (exp+112)<<23 | frac<<13)
+	case frac == 0:
+		return math.Float32frombits(sign)
+	}
+	// subnormal: frac * 2^-24
+	v := float32(frac) * (1.0 / (1 << 24))
+	if sign != 0 {
+		v = -v
+	}
+	return v
+}
