@@ -20,7 +20,7 @@ func (r *Runtime) LogStats(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var prev *actors.SchedulerStats
-	var prevAt time.Time
+	prevAt := time.Now()
 	for {
 		select {
 		case <-ctx.Done():

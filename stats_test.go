@@ -69,7 +69,8 @@ func TestLogStats(t *testing.T) {
 	}
 	for range st.Events {
 	}
-	if !strings.Contains(logs.String(), "msg=stats running=1") || !strings.Contains(logs.String(), "gen_tok_s=") {
+	if !strings.Contains(logs.String(), "msg=stats running=1") || !strings.Contains(logs.String(), "gen_tok_s=") ||
+		strings.Contains(logs.String(), "running=1 waiting=0 prompt_tok_s=0.0 gen_tok_s=0.0") {
 		t.Fatalf("no stats line while generating:\n%s", logs.String())
 	}
 	time.Sleep(100 * time.Millisecond) // the interval that saw the end
