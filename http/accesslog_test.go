@@ -39,7 +39,7 @@ func TestAccessLog(t *testing.T) {
 		}
 	}
 	want := []struct{ contains []string }{
-		{[]string{"method=POST", "route=/v1/chat/completions", "status=200", "generated_tokens=5", "prompt_tokens=", "ttft=", "finish=length"}},
+		{[]string{"method=POST", "route=/v1/chat/completions", "status=200", "generated_tokens=5", "prompt_tokens=", "ttft=", "prepare=", "finish=length"}},
 		{[]string{"route=/v1/chat/completions", "status=200", "generated_tokens=7", "finish=length"}},
 		{[]string{"route=/v1/messages", "status=200", "generated_tokens="}},
 		{[]string{"route=/v1/completions", "status=200", "generated_tokens=8", "finish=length"}}, // n=2: both choices

@@ -242,7 +242,7 @@ func (s *Server) count(c *fiber.Ctx) error {
 		if f := rec.Fields(); f.Generated {
 			attrs = append(attrs, slog.Int("prompt_tokens", f.PromptTokens), slog.Int("cached_tokens", f.CachedTokens),
 				slog.Int("generated_tokens", f.GeneratedTokens), slog.Duration("ttft", f.TTFT.Round(time.Microsecond)),
-				slog.String("finish", f.Finish))
+				slog.Duration("prepare", f.Prepare.Round(time.Microsecond)), slog.String("finish", f.Finish))
 			if f.Err != "" {
 				attrs = append(attrs, slog.String("error", f.Err))
 			}

@@ -19,6 +19,7 @@ type Record struct {
 	cached    int
 	generated int
 	ttft      time.Duration
+	prepare   time.Duration
 	finish    string
 	err       string
 	turns     int // turns filled in
@@ -29,9 +30,13 @@ type Record struct {
 type RecordFields struct {
 	PromptTokens, CachedTokens, GeneratedTokens int
 	// TTFT is the time from arrival to the first token (0: none).
-	TTFT   time.Duration
-	Finish string
-	Err    string
+	TTFT time.Duration
+	// Prepare is the part of TTFT before the engine: arrival until the
+	// request was rendered, tokenized and checked (the rest is the queue,
+	// the prefill and the delivery of the first token).
+	Prepare time.Duration
+	Finish  string
+	Err     string
 	// Generated reports whether a turn filled the record (a generation ran).
 	Generated bool
 }
@@ -76,7 +81,7 @@ func (r *Record) fill(t *Turn) {
 	if r.turns++; r.turns > 1 {
 		return
 	}
-	r.prompt, r.cached, r.finish = t.PromptTokens, t.CachedTokens, t.Finish
+	r.prompt, r.cached, r.finish, r.prepare = t.PromptTokens, t.CachedTokens, t.Finish, t.prepare
 	if r.finish == "" && r.err == "" {
 		r.finish = "none"
 	}
@@ -87,7 +92,7 @@ func (r *Record) Fields() RecordFields {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return RecordFields{PromptTokens: r.prompt, CachedTokens: r.cached, GeneratedTokens: r.generated,
-		TTFT: r.ttft, Finish: r.finish, Err: r.err, Generated: r.finish != "" || r.err != ""}
+		TTFT: r.ttft, Prepare: r.prepare, Finish: r.finish, Err: r.err, Generated: r.finish != "" || r.err != ""}
 }
 
 // OnStreamEnd makes f run when the request's stream ends (after its turn

@@ -78,6 +78,7 @@ type Turn struct {
 	proc        *output.Processor
 	rec         *Record       // the request's access-log record (nil: none)
 	ttft        time.Duration // arrival to the first token
+	prepare     time.Duration // arrival to prepared (rendered, tokenized, checked)
 	cancel      context.CancelFunc
 	start, last time.Time
 }
@@ -118,12 +119,13 @@ func StartN(rt *troupe.Runtime, r *chat.Request, n int, opts Options) (*Group, e
 	if opts.Arrival.IsZero() {
 		opts.Arrival = time.Now()
 	}
+	prepared := time.Since(opts.Arrival)
 	g := &Group{Turns: make([]*Turn, n), cancel: cancel}
 	first := &atomic.Bool{} // the request's first token (its time to first token)
 	for i, s := range streams {
 		prep := s.Prepared.Prepared
 		t := &Turn{Stream: s, Request: r, Prepared: prep, PromptTokens: len(prep.IDs), rt: rt, cancel: cancel,
-			start: opts.Arrival, life: opts.Context, first: first}
+			start: opts.Arrival, prepare: prepared, life: opts.Context, first: first}
 		t.rec = RecordFrom(opts.Context)
 		t.proc = output.New(s.Prepared.Assets.Tokenizer, output.Options{
 			Stop: r.Stop, Prompt: prep.Prompt, PromptIDs: prep.IDs, Reasoning: opts.Reasoning && prep.Reasoning, Tools: r.Tools != nil,
