@@ -60,6 +60,10 @@ type Options struct {
 	SnapshotBudget int64
 	// StepTokens is the per-step token budget (chunked prefill); 0 means 512.
 	StepTokens int
+	// StepStretch bounds a step that prefills beside decoding streams to
+	// about this many decode steps (engine.Options.StepStretch): 0 means
+	// 2, 1 or less turns it off.
+	StepStretch float64
 	// MaxModelLen caps one request's context (prompt plus max tokens)
 	// below the model's max_position_embeddings, as vLLM's --max-model-len
 	// does; 0 means the model's.
@@ -262,7 +266,7 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 	var err error
 	rt.pids.Scheduler, err = root.SpawnNamed(actor.PropsFromProducer(actors.NewSchedulerActor(
 		engine.Options{StepTokens: opts.StepTokens, MaxRunning: opts.Parallel, PrefixCache: opts.PromptCache,
-			SnapshotBudget: opts.SnapshotBudget, MaxModelLen: opts.MaxModelLen}, rt.metrics, opts.Logger, rt.beat)), "scheduler-"+rt.name+"-"+uniq())
+			SnapshotBudget: opts.SnapshotBudget, MaxModelLen: opts.MaxModelLen, StepStretch: opts.StepStretch}, rt.metrics, opts.Logger, rt.beat)), "scheduler-"+rt.name+"-"+uniq())
 	if err != nil {
 		return nil, fmt.Errorf("spawn scheduler: %w", err)
 	}

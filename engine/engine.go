@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/troupe-ai/troupe/gpu"
 	"github.com/troupe-ai/troupe/kvcache"
@@ -87,6 +88,15 @@ type Options struct {
 	// MaxModelLen caps one request's positions (prompt plus max tokens)
 	// below the model's max_position_embeddings; 0 means the model's.
 	MaxModelLen int
+	// StepStretch keeps streams smooth while prompts are prefilled: a step
+	// that feeds prefill tokens beside decoding sequences is sized (from
+	// the measured cost of a decode step and of a prefill token) to last
+	// at most StepStretch decode steps. 0 means 2; 1 or less turns it off
+	// (prefill then takes all of StepTokens that decoding leaves).
+	StepStretch float64
+	// Now is the clock that times steps for StepStretch; nil means
+	// time.Now.
+	Now func() time.Time
 }
 
 // seq is one request's progress.
@@ -144,6 +154,7 @@ type Engine struct {
 	admitBlocked bool
 	index        *kvcache.Index        // prefix cache of dense-KV models; nil when off
 	snaps        *kvcache.SnapshotPool // snapshot cache of the others; nil when off
+	cad          cadence               // prefill budget beside decoding streams
 }
 
 func grow(s []float32, n int) []float32 {
@@ -161,7 +172,14 @@ func New(m model.Model, dev gpu.Device, pool *kvcache.Pool, opt Options) *Engine
 	if opt.MaxRunning <= 0 {
 		opt.MaxRunning = 64
 	}
-	e := &Engine{m: m, dev: dev, pool: pool, opt: opt, vocab: m.Info().Vocab, byID: map[SeqID]*seq{}}
+	if opt.StepStretch == 0 {
+		opt.StepStretch = 2
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	e := &Engine{m: m, dev: dev, pool: pool, opt: opt, vocab: m.Info().Vocab, byID: map[SeqID]*seq{},
+		cad: cadence{stretch: opt.StepStretch}}
 	switch {
 	case !opt.PrefixCache:
 	case model.SnapshotReuse(m.Cache()):
@@ -444,7 +462,9 @@ func (e *Engine) preempt(s *seq) {
 // Scheduling, and why it always progresses:
 //  1. Every decoding sequence gets its next token, oldest first.
 //  2. Admitted sequences still prefilling get their next chunk, oldest
-//     first, under the step's token budget.
+//     first, under the step's token budget; beside decoding sequences that
+//     budget is what keeps the step within StepStretch decode steps
+//     (cadence), so a long prompt does not stall the running streams.
 //  3. Waiting requests are admitted in order while the budget, MaxRunning,
 //     free state slots and free (or evictable) pages allow. Admission never
 //     preempts: a request that cannot get its first chunk's pages stays
@@ -464,8 +484,8 @@ func (e *Engine) Step() ([]Event, error) {
 	// 1. Decodes. (A preemption while reserving removes sequences from
 	// running, so iterate over a copy and skip those no longer admitted.)
 	for _, s := range slices.Clone(e.running) {
-		if !s.admitted || s.fed < len(s.tokens) || budget == 0 {
-			continue
+		if !s.admitted || len(s.generated) == 0 || s.fed != len(s.tokens)-1 || budget == 0 {
+			continue // not decoding: no token yet, or recomputing after a preemption
 		}
 		if e.reserve(s, s.fed+1, true) {
 			e.add(s, s.tokens[s.fed:s.fed+1])
@@ -474,7 +494,10 @@ func (e *Engine) Step() ([]Event, error) {
 			e.preempt(s) // its elders need the pages more
 		}
 	}
-	// 2. Prefill chunks of admitted sequences.
+	// 2. Prefill chunks of admitted sequences, beside decoding ones only
+	// what keeps the step within StepStretch decode steps.
+	decoders := len(e.batch)
+	budget = e.cad.budget(decoders, budget)
 	for _, s := range slices.Clone(e.running) {
 		if budget == 0 {
 			break
@@ -520,10 +543,16 @@ func (e *Engine) Step() ([]Event, error) {
 		}
 		return nil, nil
 	}
+	began := e.opt.Now()
 	logits, err := e.m.Forward(e.dev, e.pool, e.batch)
 	if err != nil {
 		return nil, err
 	}
+	fed := 0
+	for _, b := range e.batch {
+		fed += len(b.Tokens)
+	}
+	e.cad.observe(e.opt.Now().Sub(began), decoders, fed-decoders)
 	e.stats.Steps++
 	row := 0
 	for i, b := range e.batch {

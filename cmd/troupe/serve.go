@@ -75,6 +75,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxQueue := fs.Int("max-queue", 64, "requests that may wait beyond the running ones before 429")
 	threads := fs.Int("threads", 0, "compute threads (0 = all cores)")
 	stepTokens := fs.Int("step-tokens", 512, "tokens per engine step (chunked prefill budget)")
+	stepStretch := fs.Float64("step-stretch", 2, "while streams decode, prefill only what keeps a step within this many decode steps, so inter-token gaps stay smooth (1: off, prefill takes all of --step-tokens)")
 	storeTTL := fs.Duration("responses-ttl", time.Hour, "how long stored Responses-API responses are kept")
 	storeMax := fs.Int("responses-max", 1024, "most stored Responses-API responses (oldest evicted first)")
 	storeBytes := fs.String("responses-max-bytes", "256MiB", "most bytes of stored Responses-API responses, approximately (oldest evicted first)")
@@ -146,6 +147,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *statsEvery < 0 {
 		return fmt.Errorf("serve: --stats-interval must be >= 0, got %v", *statsEvery)
 	}
+	if *stepStretch < 1 {
+		return fmt.Errorf("serve: --step-stretch must be >= 1 (1: off), got %v", *stepStretch)
+	}
 	if *maxModelLen < 0 {
 		return fmt.Errorf("serve: --max-model-len must be >= 0, got %d", *maxModelLen)
 	}
@@ -188,7 +192,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	rt, err := troupe.Start(ctx, troupe.Options{
 		Model: *dir, ServedName: *name, ChatTemplate: *tmpl, Threads: *threads, Parallel: *parallel,
-		KVBudget: budget, SnapshotBudget: snaps, StepTokens: *stepTokens, MaxModelLen: *maxModelLen, PromptCache: *promptCache, Logger: log, LoadDelay: *loadDelay,
+		KVBudget: budget, SnapshotBudget: snaps, StepTokens: *stepTokens, StepStretch: *stepStretch, MaxModelLen: *maxModelLen, PromptCache: *promptCache, Logger: log, LoadDelay: *loadDelay,
 		StallTimeout: *stallTimeout, PrepareTimeout: *prepTimeout, MaxInspections: *maxInspections, GenerationConfig: *genConfig,
 		InspectMaxInput: int(inMax), InspectMaxOutput: int(outMax), LoadProgress: loadBar(stderr),
 	})

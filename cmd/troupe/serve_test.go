@@ -82,6 +82,7 @@ func TestServeConnectionFlags(t *testing.T) {
 		{"--max-inspections", "-1"},
 		{"--inspect-max-input", "0"},
 		{"--inspect-max-output", "lots"},
+		{"--step-stretch", "0.5"},
 	} {
 		_, err := runCLI(t, append([]string{"serve", "--port", "0"}, args...)...)
 		if err == nil || !strings.Contains(err.Error(), args[0]) {
