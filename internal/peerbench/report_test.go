@@ -127,6 +127,8 @@ func TestServingRows(t *testing.T) {
 		{"c=8 TTFT p50", 2},
 		{"c=8 inter-token p50", 1},
 		{"multi-turn turn-2 TTFT p50", 1},
+		{"multi-turn turn-2 / cold TTFT", 1}, // the same runs on both sides
+		{"c=8 + long prompts output", 0},     // no mixed run in the fixture
 		{"c=1 output", 0}, // no c=1 run in the fixture: missing on both sides
 	} {
 		r, ok := byName[c.metric]
@@ -155,8 +157,8 @@ func TestReportTableAndJSON(t *testing.T) {
 	if len(r.Notes) != 1 || strings.Contains(r.Notes[0], "busy") {
 		t.Errorf("notes %q: want only the failed requests (no core count, so no busy note)", r.Notes)
 	}
-	if len(r.Rows) != 13 {
-		t.Fatalf("%d rows, want 3 kernel + 10 serving", len(r.Rows))
+	if len(r.Rows) != 17 {
+		t.Fatalf("%d rows, want 3 kernel + 14 serving", len(r.Rows))
 	}
 	if want := 269_030_016.0 * 100; r.Bandwidth.TroupeBytesPerS != want {
 		t.Errorf("troupe weight reads %v B/s, want weight bytes × decode tok/s = %v", r.Bandwidth.TroupeBytesPerS, want)
@@ -196,7 +198,7 @@ func TestReportTableAndJSON(t *testing.T) {
 	if err := json.Unmarshal(js, &back); err != nil {
 		t.Fatal(err)
 	}
-	if len(back.Rows) != 13 || back.Rows[0].Ratio != r.Rows[0].Ratio || len(back.Kernels.LlamaBench) != 4 ||
+	if len(back.Rows) != 17 || back.Rows[0].Ratio != r.Rows[0].Ratio || len(back.Kernels.LlamaBench) != 4 ||
 		len(back.Kernels.TroupeLong) != 3 || back.Serving.Troupe.C8.Errors != 2 {
 		t.Errorf("JSON lost raw numbers: %s", js[:min(len(js), 400)])
 	}

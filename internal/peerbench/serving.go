@@ -20,13 +20,21 @@ type ServingConfig struct {
 	ModelName  string // served model name on both sides
 }
 
-// ServerRun is one server's three loadgen runs.
+// ServerRun is one server's loadgen runs.
 type ServerRun struct {
-	C1    LoadLevel `json:"c1"`
-	C8    LoadLevel `json:"c8"`
-	Multi MultiTurn `json:"multi_turn"`
-	Log   string    `json:"log"`
+	C1 LoadLevel `json:"c1"`
+	C8 LoadLevel `json:"c8"`
+	// C8Long is the c=8 run again while a second client sends long
+	// prompts (MixedLongTokens each) one after the other: how smooth the
+	// streams stay while prompts are prefilled beside them.
+	C8Long LoadLevel `json:"c8_long_prompts"`
+	Multi  MultiTurn `json:"multi_turn"`
+	Log    string    `json:"log"`
 }
+
+// MixedLongTokens is the length of the long prompts sent beside the c=8
+// streams in the mixed run.
+const MixedLongTokens = 1500
 
 // ServingResult holds both servers' results.
 type ServingResult struct {
@@ -39,9 +47,12 @@ type ServingResult struct {
 
 // RunServing follows bench/side-by-side.sh: llama-server first, then troupe
 // serve, on the same port and weights, one at a time, each driven by
-// bench/loadgen at concurrency 1 (8 requests) and 8 (32 requests) and then
-// the multi-turn scenario (8 conversations). troupe also gets --threads so
-// that both use the same number of cores on any machine.
+// bench/loadgen at concurrency 1 (8 requests) and 8 (32 requests), the
+// c=8 run again beside a client sending MixedLongTokens-token prompts one
+// after another (beyond side-by-side.sh: how smooth streams stay while
+// long prompts are prefilled), and then the multi-turn scenario (8
+// conversations). troupe also gets --threads so that both use the same
+// number of cores on any machine.
 func RunServing(ctx context.Context, c ServingConfig) (*ServingResult, error) {
 	if err := os.MkdirAll(c.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("serving: %w", err)
@@ -117,8 +128,31 @@ func runLoads(ctx context.Context, lg, base, model, name, outDir string, run *Se
 			run.C8 = lvl.Load[0]
 		}
 	}
-	out := filepath.Join(outDir, "multi-"+name+".json")
-	args := append(append([]string(nil), common...), "--multi-turn", "--concurrency", "1", "--requests", "8",
+	// The c=8 run again, with long prompts arriving beside it.
+	out := filepath.Join(outDir, fmt.Sprintf("load-%s-c8-long.json", name))
+	longCtx, stopLong := context.WithCancel(ctx)
+	longDone := make(chan struct{})
+	go func() {
+		defer close(longDone)
+		args := []string{"--url", base, "--model", model, "--prompt-tokens", strconv.Itoa(MixedLongTokens), "--shared-prefix-tokens", "0",
+			"--max-tokens", "1", "--concurrency", "1", "--requests", "1000", "--no-calibrate",
+			"--run-id", fmt.Sprintf("%s-long-%s", name, nonce), "--out", filepath.Join(outDir, fmt.Sprintf("load-%s-long.json", name))}
+		runOutput(longCtx, nil, "", lg, args...) // stopped when the c=8 run ends
+	}()
+	args := append(append([]string(nil), common...), "--concurrency", "8", "--requests", "32",
+		"--run-id", fmt.Sprintf("%s-c8l-%s", name, nonce), "--out", out)
+	lvl, err := loadgenRun(ctx, lg, args, out)
+	stopLong()
+	<-longDone
+	if err != nil {
+		return err
+	}
+	if len(lvl.Load) != 1 {
+		return fmt.Errorf("%s: loadgen wrote %d load levels, want 1", out, len(lvl.Load))
+	}
+	run.C8Long = lvl.Load[0]
+	out = filepath.Join(outDir, "multi-"+name+".json")
+	args = append(append([]string(nil), common...), "--multi-turn", "--concurrency", "1", "--requests", "8",
 		"--turn2-tokens", "64", "--run-id", fmt.Sprintf("%s-m-%s", name, nonce), "--out", out)
 	s, err := loadgenRun(ctx, lg, args, out)
 	if err != nil {
@@ -154,13 +188,26 @@ func (r *ServingResult) Rows() []Row {
 		{Metric: "c=8 TTFT p50", Unit: "ms", Lower: true, Troupe: t.C8.TTFTms.P50, Llama: l.C8.TTFTms.P50},
 		{Metric: "c=8 inter-token p50", Unit: "ms", Lower: true, Troupe: t.C8.ITLms.P50, Llama: l.C8.ITLms.P50},
 		{Metric: "c=8 inter-token p99", Unit: "ms", Lower: true, Troupe: t.C8.ITLms.P99, Llama: l.C8.ITLms.P99},
+		{Metric: "c=8 + long prompts output", Unit: "tok/s", Troupe: t.C8Long.OutputTokPerS, Llama: l.C8Long.OutputTokPerS},
+		{Metric: "c=8 + long prompts inter-token p50", Unit: "ms", Lower: true, Troupe: t.C8Long.ITLms.P50, Llama: l.C8Long.ITLms.P50},
+		{Metric: "c=8 + long prompts inter-token p99", Unit: "ms", Lower: true, Troupe: t.C8Long.ITLms.P99, Llama: l.C8Long.ITLms.P99},
 		{Metric: "multi-turn turn-2 TTFT p50", Unit: "ms", Lower: true, Troupe: t.Multi.Turn2TTFTms.P50, Llama: l.Multi.Turn2TTFTms.P50},
 		{Metric: "multi-turn cold TTFT p50", Unit: "ms", Lower: true, Troupe: t.Multi.ColdTTFTms.P50, Llama: l.Multi.ColdTTFTms.P50},
+		{Metric: "multi-turn turn-2 / cold TTFT", Unit: "", Lower: true, Troupe: quotient(t.Multi.Turn2TTFTms.P50, t.Multi.ColdTTFTms.P50),
+			Llama: quotient(l.Multi.Turn2TTFTms.P50, l.Multi.ColdTTFTms.P50)},
 	}
+}
+
+// quotient is a/b, 0 when b is 0 (a run that did not happen).
+func quotient(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
 }
 
 // Errors counts failed requests on each side (they make a row meaningless).
 func (r *ServingResult) Errors() (troupe, llama int) {
 	t, l := r.Troupe, r.Llama
-	return t.C1.Errors + t.C8.Errors + t.Multi.Errors, l.C1.Errors + l.C8.Errors + l.Multi.Errors
+	return t.C1.Errors + t.C8.Errors + t.C8Long.Errors + t.Multi.Errors, l.C1.Errors + l.C8.Errors + l.C8Long.Errors + l.Multi.Errors
 }
