@@ -3,7 +3,9 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/troupe-ai/troupe/gpu"
@@ -155,6 +157,14 @@ type Engine struct {
 	index        *kvcache.Index        // prefix cache of dense-KV models; nil when off
 	snaps        *kvcache.SnapshotPool // snapshot cache of the others; nil when off
 	cad          cadence               // prefill budget beside decoding streams
+	picked       []int32               // the token sampled for each batch entry (sampleAll)
+	picks        []pick                // sampleAll's work list
+}
+
+// pick is a batch entry to sample from, with its logits.
+type pick struct {
+	i  int
+	lg []float32
 }
 
 func grow(s []float32, n int) []float32 {
@@ -554,6 +564,7 @@ func (e *Engine) Step() ([]Event, error) {
 	}
 	e.cad.observe(e.opt.Now().Sub(began), decoders, fed-decoders)
 	e.stats.Steps++
+	e.sampleAll(logits)
 	row := 0
 	for i, b := range e.batch {
 		s := e.owners[i]
@@ -586,7 +597,7 @@ func (e *Engine) Step() ([]Event, error) {
 		if len(s.generated) >= s.req.MaxTokens {
 			ev.Finish = FinishLength
 		} else {
-			id := s.sampler.Sample(lg)
+			id := e.picked[i]
 			if s.req.Logprobs {
 				e.lsm = grow(e.lsm, len(lg))
 				sample.LogSoftmax(e.lsm, lg)
@@ -615,6 +626,44 @@ func (e *Engine) Step() ([]Event, error) {
 		e.events = append(e.events, ev)
 	}
 	return e.events, nil
+}
+
+// sampleAll samples the next token of every batch entry that gets one into
+// e.picked. Each sequence has its own sampler, so with several they run in
+// parallel: a softmax over the vocabulary costs a few hundred microseconds,
+// and serially, between forward passes, that would hold up every stream.
+func (e *Engine) sampleAll(logits []float32) {
+	e.picked = slices.Grow(e.picked[:0], len(e.batch))[:len(e.batch)]
+	picks := e.picks[:0]
+	defer func() { e.picks = picks[:0] }()
+	row := 0
+	for i, b := range e.batch {
+		if b.Logits == model.NoLogits {
+			continue
+		}
+		lg := logits[row*e.vocab : (row+1)*e.vocab]
+		row++
+		if s := e.owners[i]; len(s.generated) < s.req.MaxTokens {
+			picks = append(picks, pick{i, lg})
+		}
+	}
+	workers := min(len(picks), runtime.GOMAXPROCS(0))
+	if workers <= 1 {
+		for _, p := range picks {
+			e.picked[p.i] = e.owners[p.i].sampler.Sample(p.lg)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for j := w; j < len(picks); j += workers {
+				p := picks[j]
+				e.picked[p.i] = e.owners[p.i].sampler.Sample(p.lg)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // prefill adds the next chunk of s (at most budget tokens) to the batch and
