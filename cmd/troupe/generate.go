@@ -102,6 +102,7 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer dev.Close()
+	model.PackWeights(m, dev)
 
 	params := sample.Params{
 		Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP), MinP: float32(*minP),
