@@ -37,3 +37,34 @@ func (d *decoder) prefillWeights() []*gpu.Weight {
 	}
 	return out
 }
+
+// reserver is implemented by models that can size their step buffers ahead
+// of time.
+type reserver interface {
+	reserve(rows int)
+}
+
+// Reserve sizes m's step buffers for steps of up to rows tokens and writes
+// them once, so that the system commits their memory now rather than in the
+// first step (troupe generate reserves its one prefill step before timing
+// it). Models that grow their buffers otherwise are left as they are.
+func Reserve(m Model, rows int) {
+	if r, ok := m.(reserver); ok && rows > 0 {
+		r.reserve(rows)
+	}
+}
+
+func (d *decoder) reserve(rows int) {
+	c, ws := &d.cfg, &d.ws
+	Q, KV := c.heads*c.headDim, c.kvHeads*c.headDim
+	for _, b := range []struct {
+		s *[]float32
+		n int
+	}{
+		{&ws.x, c.hidden}, {&ws.h, c.hidden}, {&ws.o, c.hidden}, {&ws.q, Q}, {&ws.att, Q},
+		{&ws.k, KV}, {&ws.v, KV}, {&ws.gate, c.inter}, {&ws.up, c.inter},
+	} {
+		*b.s = grow(*b.s, rows*b.n)
+		clear(*b.s)
+	}
+}
