@@ -11,6 +11,7 @@ int tr_panel_supported(tr_ctx *c) { return tr_ctx_kernels(c)->mmq != NULL; }
 size_t tr_panel_bytes(long n, long k) { return (size_t)((n + 31) / 32) * (size_t)k * 64; }
 
 typedef struct {
+	const tr_kernels *ks;
 	uint16_t *dst;
 	const uint16_t *w;
 	long n, k, panels;
@@ -22,12 +23,17 @@ typedef struct {
 static void pack_panel(const pack_job *j, long p) {
 	const long K = j->k;
 	uint16_t *d = j->dst + (size_t)p * (size_t)K * 32;
+	const uint16_t *w = j->w;
+	if (j->ks->panel_pack) {
+		j->ks->panel_pack((uint32_t *)d, w, j->n, K, p);
+		return;
+	}
 	memset(d, 0, (size_t)K * 64);
 	for (int i = 0; i < 32; i++) {
 		long row = 32 * p + i;
 		if (row >= j->n)
 			break;
-		const uint16_t *s = j->w + (size_t)row * (size_t)K;
+		const uint16_t *s = w + (size_t)row * (size_t)K;
 		int slot = i < 16 ? 2 * i : 2 * (i - 16) + 1;
 		for (long k = 0; k < K; k++)
 			d[k * 32 + slot] = s[k];
@@ -47,7 +53,7 @@ static void pack_worker(void *arg, int tid, int nth) {
 }
 
 void tr_panel_pack(tr_ctx *c, uint16_t *dst, const uint16_t *w, long n, long k) {
-	pack_job j = {.dst = dst, .w = w, .n = n, .k = k, .panels = (n + 31) / 32};
+	pack_job j = {.ks = tr_ctx_kernels(c), .dst = dst, .w = w, .n = n, .k = k, .panels = (n + 31) / 32};
 	atomic_store(&j.next, 0);
 	tr_run(c, pack_worker, &j, j.panels > 1 ? tr_nthreads(c) : 1);
 }

@@ -99,6 +99,56 @@ static T512 void pk_rows(int r, int epi, long K, const float *x, long ldx, const
 	}
 }
 
+/* Transposes the 16x16 matrix of 32-bit elements held in r[0..15] (row t in
+ * r[t]); the same network as tr16 in mm_avx512.c. */
+INL void pk_tr16(__m512i r[16]) {
+	__m512i t[16];
+	for (int i = 0; i < 8; i++) {
+		t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+		t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+	}
+	for (int i = 0; i < 4; i++) {
+		r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+		r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+		r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+		r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+	}
+	for (int c = 0; c < 4; c++) {
+		__m512i u0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x44);
+		__m512i u1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xEE);
+		__m512i u2 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x44);
+		__m512i u3 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xEE);
+		t[c] = _mm512_shuffle_i32x4(u0, u2, 0x88);
+		t[4 + c] = _mm512_shuffle_i32x4(u0, u2, 0xDD);
+		t[8 + c] = _mm512_shuffle_i32x4(u1, u3, 0x88);
+		t[12 + c] = _mm512_shuffle_i32x4(u1, u3, 0xDD);
+	}
+	for (int i = 0; i < 16; i++)
+		r[i] = t[i];
+}
+
+/* Panel p of the bf16 matrix w (n rows of k) into dst (k * 16 words): for 16
+ * k at a time, word j pairs rows 32p+j and 32p+16+j, then a 16x16 transpose
+ * of the words makes them k-major. */
+T512 void tr_panel_pack_avx512(uint32_t *dst, const uint16_t *w, long n, long K, long p) {
+	for (long k0 = 0; k0 < K; k0 += 16) {
+		long kk = K - k0 < 16 ? K - k0 : 16;
+		__mmask16 km = (__mmask16)((1u << kk) - 1);
+		__m512i r[16];
+		for (int j = 0; j < 16; j++) {
+			long r0 = 32 * p + j, r1 = r0 + 16;
+			__m512i a = r0 < n ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(km, w + r0 * K + k0))
+					   : _mm512_setzero_si512();
+			__m512i b = r1 < n ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(km, w + r1 * K + k0))
+					   : _mm512_setzero_si512();
+			r[j] = _mm512_or_si512(a, _mm512_slli_epi32(b, 16));
+		}
+		pk_tr16(r);
+		for (long t = 0; t < kk; t++)
+			_mm512_storeu_si512(dst + (k0 + t) * 16, r[t]);
+	}
+}
+
 /* dst rows [m0, m1) x panels [p0, p1): for each strip of MR rows, every
  * panel (the strip's x rows stay in L1 while the panels stream from L2). */
 T512 void tr_mmq_avx512(const tr_mmq_args *a, long m0, long m1, long p0, long p1) {

@@ -47,8 +47,39 @@ func TestPackWeight(t *testing.T) {
 			if got != want || (w.Packed() != nil) != (want > 0) {
 				t.Fatalf("%s %v: PackWeight added %d bytes (packed %v), want %d", k, dt, got, w.Packed() != nil, want)
 			}
+			if want > 0 {
+				checkPanelLayout(t, w)
+			}
 			if again := d.PackWeight(w); again != 0 {
 				t.Fatalf("%s %v: packing twice added %d bytes", k, dt, again)
+			}
+		}
+	}
+}
+
+// checkPanelLayout checks w's packed bytes against the layout of
+// mm_panel_avx512.c: per panel of 32 rows and per k, 32 bf16 with row
+// 32p+i at halfword 2i (i < 16) or 2(i-16)+1, rows past the end zero.
+func checkPanelLayout(t *testing.T, w *gpu.Weight) {
+	t.Helper()
+	data := w.Packed().Data
+	K := w.Cols
+	for p := 0; p < (w.Rows+31)/32; p++ {
+		for k := 0; k < K; k++ {
+			for i := 0; i < 32; i++ {
+				slot := 2 * i
+				if i >= 16 {
+					slot = 2*(i-16) + 1
+				}
+				off := ((p*K+k)*32 + slot) * 2
+				got := uint16(data[off]) | uint16(data[off+1])<<8
+				var want uint16
+				if r := 32*p + i; r < w.Rows {
+					want = uint16(w.Data[2*(r*K+k)]) | uint16(w.Data[2*(r*K+k)+1])<<8
+				}
+				if got != want {
+					t.Fatalf("panel %d, k %d, row %d: %#04x, want %#04x", p, k, 32*p+i, got, want)
+				}
 			}
 		}
 	}

@@ -81,6 +81,8 @@ typedef struct {
 	/* Panel matmul (NULL where the set has none): dst rows [m0, m1) x
 	 * panels [p0, p1). */
 	void (*mmq)(const tr_mmq_args *a, long m0, long m1, long p0, long p1);
+	/* Panel p of a bf16 matrix (n rows of k) into dst (k * 16 words). */
+	void (*panel_pack)(uint32_t *dst, const uint16_t *w, long n, long k, long p);
 
 	void (*silu)(float *d, const float *g, const float *u, long n);
 	void (*gelu)(float *d, const float *g, const float *u, long n);
