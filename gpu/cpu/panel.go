@@ -30,9 +30,11 @@ var (
 // BF16 weight a copy in the panel layout of the prefill matmul (the same
 // bytes as the weight, rounded up to whole panels of 32 rows), so that
 // prefill matmuls read it as it is instead of transposing and widening
-// every panel on every call. Other weights and kernel sets are left alone.
+// every panel on every call. Other weights and kernel sets are left alone,
+// and so are all weights on a FastBF16 device (its prefill kernel reads them
+// as they are).
 func (d *Device) PackWeight(w *gpu.Weight) int64 {
-	if w.DType != gpu.BF16 || w.Rows <= 0 || w.Cols <= 0 || len(w.Data) < w.Rows*w.Cols*2 {
+	if d.fast || d.noPanels || w.DType != gpu.BF16 || w.Rows <= 0 || w.Cols <= 0 || len(w.Data) < w.Rows*w.Cols*2 {
 		return 0
 	}
 	if p := w.Packed(); p != nil && p.Layout == panelLayout {

@@ -31,6 +31,16 @@ func panelDevices(t *testing.T) []*Device {
 
 func TestPackWeight(t *testing.T) {
 	r := rand.New(rand.NewSource(11))
+	if slices.Contains(Supported(), "avx512bf16") {
+		d, err := New(Options{Kernels: "avx512bf16", FastBF16: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		if n := d.PackWeight(makeWeight(r, gpu.BF16, 33, 17)); n != 0 {
+			t.Errorf("a FastBF16 device packed %d bytes it would never read", n)
+		}
+	}
 	for _, k := range Supported() {
 		d, err := New(Options{Kernels: k, Threads: 2})
 		if err != nil {
