@@ -178,6 +178,10 @@ func (l *dirLoader) LoadModel(ctx context.Context, phase func(string)) (model.Mo
 		m.Close()
 		return nil, nil, nil, err
 	}
+	phase("packing weights")
+	if n := model.PackWeights(m, dev); n > 0 {
+		l.opts.Logger.Debug("weights packed for the prefill kernels", "bytes", kvcache.FormatBytes(n))
+	}
 	pool, err := newPool(m, l.opts)
 	if err != nil {
 		dev.Close()

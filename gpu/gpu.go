@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync/atomic"
 )
 
 // DType is the storage type of a weight matrix. Activations are always float32.
@@ -50,6 +51,8 @@ type Weight struct {
 	DType      DType
 	Rows, Cols int
 	Data       []byte
+
+	packed atomic.Pointer[Packed] // see Packed
 }
 
 // NewWeight checks that data holds exactly rows*cols elements of dtype.

@@ -252,6 +252,37 @@ func (a *attention) cache() LayerCache {
 // forward: out = o_proj(attention(q, k, v)) for the normalised rows in; the
 // step's keys and values are stored into kv first.
 func (a *attention) forward(dev gpu.Device, ws *workspace, kv *gpu.KVLayer, in, out []float32) {
+	a.attend(dev, ws, kv, in)
+	dev.MatMul(out, ws.att, ws.T, a.wo)
+	if a.bo != nil {
+		dev.AddBias(out, a.bo)
+	}
+}
+
+// forwardAdd is forward with the result added to x (the residual stream):
+// x += o_proj(attention(...)), in the matmul's epilogue where the device
+// fuses it.
+func (a *attention) forwardAdd(dev gpu.Device, ws *workspace, kv *gpu.KVLayer, in, x []float32) {
+	a.attend(dev, ws, kv, in)
+	projectAdd(dev, ws, x, ws.att, ws.T, a.wo, a.bo)
+}
+
+// projectAdd: x += in·Wᵀ + b.
+func projectAdd(dev gpu.Device, ws *workspace, x, in []float32, rows int, w *gpu.Weight, b []float32) {
+	if f, ok := dev.(gpu.FusedMatMul); ok && b == nil && f.MatMulAdd(x, in, rows, w) {
+		return
+	}
+	ws.o = grow(ws.o, rows*w.Rows)
+	dev.MatMul(ws.o, in, rows, w)
+	if b != nil {
+		dev.AddBias(ws.o, b)
+	}
+	dev.Add(x, x, ws.o)
+}
+
+// attend computes attention(q, k, v) for the normalised rows in into ws.att;
+// the step's keys and values are stored into kv first.
+func (a *attention) attend(dev gpu.Device, ws *workspace, kv *gpu.KVLayer, in []float32) {
 	T, D := ws.T, a.headDim
 	Q, KV := a.heads*D, a.kvHeads*D
 	ws.q, ws.att = grow(ws.q, T*Q), grow(ws.att, T*Q)
@@ -283,10 +314,6 @@ func (a *attention) forward(dev gpu.Device, ws *workspace, kv *gpu.KVLayer, in, 
 	dev.Attention(ws.att, ws.q, kv, ws.attn, gpu.AttnParams{
 		Heads: a.heads, KVHeads: a.kvHeads, HeadDim: D, Scale: a.scale, Window: a.window, Softcap: a.softcap,
 	})
-	dev.MatMul(out, ws.att, T, a.wo)
-	if a.bo != nil {
-		dev.AddBias(out, a.bo)
-	}
 }
 
 // storeKV writes each row's key and value into its sequence's page slot.
@@ -335,8 +362,28 @@ func loadMLP(w *Weights, prefix string, hidden, inter int, fused, bias, gelu boo
 
 // forward computes out = mlp(in) for rows rows.
 func (m *mlp) forward(dev gpu.Device, ws *workspace, in, out []float32, rows int) {
+	m.activate(dev, ws, in, rows)
+	dev.MatMul(out, ws.gate, rows, m.down)
+	if m.bDown != nil {
+		dev.AddBias(out, m.bDown)
+	}
+}
+
+// forwardAdd is forward with the result added to x (the residual stream).
+func (m *mlp) forwardAdd(dev gpu.Device, ws *workspace, in, x []float32, rows int) {
+	m.activate(dev, ws, in, rows)
+	projectAdd(dev, ws, x, ws.gate, rows, m.down, m.bDown)
+}
+
+// activate computes act(gate(in)) * up(in) into ws.gate, in one fused
+// kernel where the device has one.
+func (m *mlp) activate(dev gpu.Device, ws *workspace, in []float32, rows int) {
 	I := m.gate.Rows
-	ws.gate, ws.up = grow(ws.gate, rows*I), grow(ws.up, rows*I)
+	ws.gate = grow(ws.gate, rows*I)
+	if f, ok := dev.(gpu.FusedMatMul); ok && m.bGate == nil && f.MatMulGated(ws.gate, in, rows, m.gate, m.up, m.gelu) {
+		return
+	}
+	ws.up = grow(ws.up, rows*I)
 	if m.gateUp != nil && rows <= fuseRows {
 		ws.fused = grow(ws.fused, rows*2*I)
 		dev.MatMul(ws.fused, in, rows, m.gateUp)
@@ -353,10 +400,6 @@ func (m *mlp) forward(dev gpu.Device, ws *workspace, in, out []float32, rows int
 		dev.GELUTanhMul(ws.gate, ws.gate, ws.up)
 	} else {
 		dev.SiLUMul(ws.gate, ws.gate, ws.up)
-	}
-	dev.MatMul(out, ws.gate, rows, m.down)
-	if m.bDown != nil {
-		dev.AddBias(out, m.bDown)
 	}
 }
 

@@ -70,6 +70,10 @@ func readReference(t *testing.T, dir string) *reference {
 type backend struct {
 	name string
 	dev  gpu.Device
+	// pack: pack the model's weights for dev (model.PackWeights) before
+	// using it; from then on every cpu device uses the packed copies, so
+	// this backend comes last.
+	pack bool
 }
 
 func backends(t *testing.T) []backend {
@@ -79,7 +83,15 @@ func backends(t *testing.T) []backend {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Close)
-	return []backend{{"ref", ref.Device{}}, {"cpu", d}}
+	return []backend{{"ref", ref.Device{}, false}, {"cpu", d, false}, {"cpu-packed", d, true}}
+}
+
+// use readies b for m: it packs m's weights when b asks for it.
+func (b backend) use(m model.Model) gpu.Device {
+	if p, ok := b.dev.(gpu.Packer); ok && b.pack {
+		model.PackWeights(m, p)
+	}
+	return b.dev
 }
 
 func newPool(t *testing.T, m model.Model) *kvcache.Pool {
@@ -126,10 +138,11 @@ func TestParity(t *testing.T) {
 			}
 			for _, b := range backends(t) {
 				t.Run(b.name, func(t *testing.T) {
-					checkPromptLogits(t, m, b.dev, refs, want)
-					checkGreedy(t, m, b.dev, refs)
-					checkChunked(t, m, b.dev, refs)
-					checkBatched(t, m, b.dev, refs)
+					dev := b.use(m)
+					checkPromptLogits(t, m, dev, refs, want)
+					checkGreedy(t, m, dev, refs)
+					checkChunked(t, m, dev, refs)
+					checkBatched(t, m, dev, refs)
 				})
 			}
 		})
@@ -278,7 +291,7 @@ func TestStories260k(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := engine.Generate(context.Background(), m, b.dev, pool, reqs, engine.Options{})
+			res, err := engine.Generate(context.Background(), m, b.use(m), pool, reqs, engine.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -130,18 +130,22 @@ func (d *decoder) Forward(dev gpu.Device, pool *kvcache.Pool, seqs []Seq) ([]flo
 	for li := range d.layers {
 		l := &d.layers[li]
 		dev.RMSNorm(ws.h, x, l.attnNorm, H, c.eps, c.unitNorm)
-		l.attn.forward(dev, ws, &kv[li], ws.h, ws.o)
-		if l.postAttnNorm != nil {
+		if l.postAttnNorm == nil {
+			l.attn.forwardAdd(dev, ws, &kv[li], ws.h, x)
+		} else {
+			l.attn.forward(dev, ws, &kv[li], ws.h, ws.o)
 			dev.RMSNorm(ws.o, ws.o, l.postAttnNorm, H, c.eps, c.unitNorm)
+			dev.Add(x, x, ws.o)
 		}
-		dev.Add(x, x, ws.o)
 
 		dev.RMSNorm(ws.h, x, l.ffnNorm, H, c.eps, c.unitNorm)
-		l.mlp.forward(dev, ws, ws.h, ws.o, T)
-		if l.postFFNNorm != nil {
+		if l.postFFNNorm == nil {
+			l.mlp.forwardAdd(dev, ws, ws.h, x, T)
+		} else {
+			l.mlp.forward(dev, ws, ws.h, ws.o, T)
 			dev.RMSNorm(ws.o, ws.o, l.postFFNNorm, H, c.eps, c.unitNorm)
+			dev.Add(x, x, ws.o)
 		}
-		dev.Add(x, x, ws.o)
 	}
 	return d.head.logits(dev, ws, seqs, x, R, H), nil
 }

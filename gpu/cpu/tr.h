@@ -20,11 +20,22 @@ enum {
 
 typedef struct tr_ctx tr_ctx;
 
+/* Epilogues of the panel matmul: dst = x·Wᵀ, dst += x·Wᵀ, or, with a gated
+ * pair of weights, dst = act(x·Gᵀ) * (x·Uᵀ) for SiLU or GELU (tanh). */
+enum { TR_EPI_STORE = 0, TR_EPI_ADD = 1, TR_EPI_SILU = 2, TR_EPI_GELU = 3 };
+
 int tr_cpu_supports(int kset);
 tr_ctx *tr_new(int kset, int threads, int fast_bf16, int mm_mode);
 void tr_free(tr_ctx *c);
 
 void tr_matmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, int dtype, long n, long k);
+/* Panel layout of 16-bit weights for the prefill matmul (mm_panel_avx512.c). */
+int tr_panel_supported(tr_ctx *c);
+size_t tr_panel_bytes(long n, long k);
+void tr_panel_pack(tr_ctx *c, uint16_t *dst, const uint16_t *w, long n, long k);
+void tr_matmul_panel(tr_ctx *c, float *dst, const float *x, long m, const uint16_t *w, const uint16_t *w2, long n,
+		     long k, int epi);
+
 void tr_embed(float *dst, const void *w, int dtype, long cols, const int32_t *ids, long nids);
 void tr_rmsnorm(tr_ctx *c, float *dst, const float *x, const float *w, long rows, long n, float eps, int unit);
 void tr_rope(tr_ctx *c, float *x, long rows, long heads, long hd, const float *cs, const float *sn, long half);

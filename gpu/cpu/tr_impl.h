@@ -44,6 +44,19 @@ typedef struct {
 	      5 * TR_AL16(m) + (size_t)TR_FLASH_KB * TR_AL16(hd) + TR_AL16(hd) + 16 * 16) +                           \
 	 256)
 
+/* Matmul on weights packed ahead of time in the panel layout
+ * (mm_panel_avx512.c): dst rows ldd apart, x rows ldx apart, w (and w2, the
+ * up panels of a gated pair) in panels of 32 outputs. */
+typedef struct {
+	float *dst;
+	const float *x;
+	const void *w, *w2;
+	long m, n, k, ldd, ldx;
+	int epi; /* TR_EPI_* */
+} tr_mmq_args;
+/* Rows of x per microkernel call of the panel matmul. */
+#define TR_PANEL_MR 12
+
 /* Strip height (x rows) and panel width (outputs) of the packed matmul. */
 #define TR_MMP_MR 12
 #define TR_MMP_NR 32
@@ -65,6 +78,11 @@ typedef struct {
 	size_t (*mmp_scratch)(const tr_mm_args *a);
 	size_t (*mmp_abytes)(long m, long k);
 	int mmp_mr, mmp_nr;
+	/* Panel matmul (NULL where the set has none): dst rows [m0, m1) x
+	 * panels [p0, p1). */
+	void (*mmq)(const tr_mmq_args *a, long m0, long m1, long p0, long p1);
+	/* Panel p of a bf16 matrix (n rows of k) into dst (k * 16 words). */
+	void (*panel_pack)(uint32_t *dst, const uint16_t *w, long n, long k, long p);
 
 	void (*silu)(float *d, const float *g, const float *u, long n);
 	void (*gelu)(float *d, const float *g, const float *u, long n);
@@ -82,6 +100,13 @@ typedef struct {
 	void (*attn_flash)(const tr_attn_args *a, const tr_seq *s, long r0, long r1, int kvh, int g0, int g1,
 			   void *scratch);
 } tr_kernels;
+
+/* The worker pool, for drivers outside pool.c: run calls fn(arg, tid, nth)
+ * on nth threads (the caller is tid 0) and returns when all are done. */
+typedef void (*tr_job_fn)(void *arg, int tid, int nth);
+void tr_run(tr_ctx *c, tr_job_fn fn, void *arg, int nth);
+int tr_nthreads(const tr_ctx *c);
+const tr_kernels *tr_ctx_kernels(const tr_ctx *c);
 
 extern const tr_kernels tr_kernels_portable;
 #if defined(__x86_64__)

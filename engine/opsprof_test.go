@@ -1,0 +1,124 @@
+package engine_test
+
+import (
+	"fmt"
+	"runtime"
+	"sort"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/troupe-ai/troupe/gpu"
+	"github.com/troupe-ai/troupe/gpu/cpu"
+	"github.com/troupe-ai/troupe/kvcache"
+	"github.com/troupe-ai/troupe/model"
+)
+
+// timedDevice wraps a device and adds the wall time of each call to a
+// per-operation (and per matmul shape) total.
+type timedDevice struct {
+	gpu.Device
+	t       map[string]time.Duration
+	cpuTime bool
+}
+
+// clock is the calling thread's CPU time with one kernel thread (robust to
+// other load on the machine), else wall time.
+func (d *timedDevice) clock() time.Duration {
+	if !d.cpuTime {
+		return time.Duration(time.Now().UnixNano())
+	}
+	var ru syscall.Rusage
+	syscall.Getrusage(1, &ru) // RUSAGE_THREAD
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func (d *timedDevice) add(name string, t0 time.Duration) { d.t[name] += d.clock() - t0 }
+
+func (d *timedDevice) MatMul(dst, x []float32, m int, w *gpu.Weight) {
+	defer d.add(fmt.Sprintf("matmul %dx%d m%d", w.Rows, w.Cols, m), d.clock())
+	d.Device.MatMul(dst, x, m, w)
+}
+func (d *timedDevice) MatMulAdd(dst, x []float32, m int, w *gpu.Weight) bool {
+	defer d.add(fmt.Sprintf("matmul+add %dx%d m%d", w.Rows, w.Cols, m), d.clock())
+	f, ok := d.Device.(gpu.FusedMatMul)
+	return ok && f.MatMulAdd(dst, x, m, w)
+}
+func (d *timedDevice) MatMulGated(dst, x []float32, m int, g, u *gpu.Weight, gelu bool) bool {
+	defer d.add(fmt.Sprintf("matmul gated 2x%dx%d m%d", g.Rows, g.Cols, m), d.clock())
+	f, ok := d.Device.(gpu.FusedMatMul)
+	return ok && f.MatMulGated(dst, x, m, g, u, gelu)
+}
+func (d *timedDevice) Embed(dst []float32, w *gpu.Weight, ids []int32) {
+	defer d.add("embed", d.clock())
+	d.Device.Embed(dst, w, ids)
+}
+func (d *timedDevice) RMSNorm(dst, x, w []float32, n int, eps float32, u bool) {
+	defer d.add("rmsnorm", d.clock())
+	d.Device.RMSNorm(dst, x, w, n, eps, u)
+}
+func (d *timedDevice) RoPE(x []float32, heads, hd int, cos, sin []float32) {
+	defer d.add("rope", d.clock())
+	d.Device.RoPE(x, heads, hd, cos, sin)
+}
+func (d *timedDevice) Add(dst, a, b []float32) {
+	defer d.add("add", d.clock())
+	d.Device.Add(dst, a, b)
+}
+func (d *timedDevice) SiLUMul(dst, g, u []float32) {
+	defer d.add("silumul", d.clock())
+	d.Device.SiLUMul(dst, g, u)
+}
+func (d *timedDevice) Attention(out, q []float32, kv *gpu.KVLayer, seqs []gpu.AttnSeq, p gpu.AttnParams) {
+	defer d.add("attention", d.clock())
+	d.Device.Attention(out, q, kv, seqs, p)
+}
+
+// BenchmarkPrefillOps runs 512-token prefill forwards of smollm2-135m (bf16,
+// weights packed as troupe generate and serve pack them) and logs the time
+// per forward of each device operation, to show where a prefill step spends
+// its time: CPU time of the calling thread with one thread (robust to other
+// load on the machine), wall time with two.
+func BenchmarkPrefillOps(b *testing.B) {
+	m := benchModel(b, gpu.BF16)
+	pool := benchPool(b, m)
+	for _, th := range []int{1, 2} {
+		dev, err := cpu.New(cpu.Options{Threads: th})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(dev.Close)
+		model.PackWeights(m, dev)
+		td := &timedDevice{Device: dev, t: map[string]time.Duration{}, cpuTime: th == 1}
+		b.Run("threads"+strconv.Itoa(th), func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			var total time.Duration
+			for b.Loop() {
+				var seq kvcache.Seq
+				if err := pool.Reserve(&seq, 512); err != nil {
+					b.Fatal(err)
+				}
+				t0 := td.clock()
+				if _, err := m.Forward(td, pool, []model.Seq{{Tokens: prompt(512), Pages: seq.Pages, Logits: model.LastLogits}}); err != nil {
+					b.Fatal(err)
+				}
+				total += td.clock() - t0
+				pool.Free(&seq)
+			}
+			var names []string
+			var ops time.Duration
+			for k, v := range td.t {
+				names = append(names, k)
+				ops += v
+			}
+			sort.Slice(names, func(i, j int) bool { return td.t[names[i]] > td.t[names[j]] })
+			for _, k := range names {
+				b.Logf("%-28s %8.2f ms", k, float64(td.t[k].Microseconds())/1e3/float64(b.N))
+			}
+			b.Logf("%-28s %8.2f ms", "outside ops", float64((total-ops).Microseconds())/1e3/float64(b.N))
+			b.ReportMetric(float64(512*b.N)/total.Seconds(), "tok/s")
+		})
+	}
+}
