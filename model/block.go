@@ -174,6 +174,9 @@ func concatRows(w *Weights, parts ...*gpu.Weight) (*gpu.Weight, []*gpu.Weight) {
 	data = data[:0]
 	for _, p := range parts {
 		data = append(data, p.Data...)
+		if w.arena != nil {
+			w.st.DropPages(p.Data)
+		}
 	}
 	joined := &gpu.Weight{DType: parts[0].DType, Rows: rows, Cols: parts[0].Cols, Data: data}
 	views := make([]*gpu.Weight, len(parts))

@@ -219,8 +219,9 @@ type LoadOptions struct {
 	Progress func(done, total int64)
 	// Mmap keeps the weight matrices in the memory-mapped checkpoint files.
 	// By default they are copied, one tensor at a time, into anonymous
-	// memory advised for 2 MiB transparent huge pages (internal/hugemem)
-	// and the files are unmapped once the model is built: decode streams
+	// memory advised for 2 MiB transparent huge pages (internal/hugemem),
+	// each tensor's mapped pages are dropped from the resident set once
+	// copied, and the files are unmapped once the model is built: decode streams
 	// every weight once per token, and from huge pages it runs much faster
 	// (fewer TLB misses and page walks). Mmap saves the copy (the weights
 	// stay shared with the page cache) at the cost of that speed.
@@ -359,6 +360,7 @@ func (w *Weights) own(m *gpu.Weight) *gpu.Weight {
 		return nil
 	}
 	copy(data, m.Data)
+	w.st.DropPages(m.Data)
 	return &gpu.Weight{DType: m.DType, Rows: m.Rows, Cols: m.Cols, Data: data}
 }
 
