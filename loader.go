@@ -160,7 +160,7 @@ func modelEOS(dir string, gen *model.GenerationConfig) ([]int32, error) {
 func (l *dirLoader) LoadModel(ctx context.Context, phase func(string)) (model.Model, gpu.Device, *kvcache.Pool, error) {
 	phase("loading weights")
 	began := time.Now()
-	m, err := model.LoadContext(ctx, l.opts.Model, l.loadProgress(began))
+	m, err := model.LoadWith(ctx, l.opts.Model, model.LoadOptions{Prefault: true, Progress: l.loadProgress(began), Mmap: l.opts.MmapWeights})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -235,7 +235,7 @@ func (l *dirLoader) banner(m model.Model, dev gpu.Device, pool *kvcache.Pool, to
 		ctxLen = strconv.Itoa(c)
 	}
 	l.opts.Logger.Info("model loaded", "arch", info.Arch, "params", info.Params,
-		"weights", kvcache.FormatBytes(info.WeightBytes), "dtype", info.DType.String(), "kernels", dev.Name(),
+		"weights", kvcache.FormatBytes(info.WeightBytes), "dtype", info.DType.String(), "huge_pages", info.HugePages, "kernels", dev.Name(),
 		"threads", l.opts.Threads, "kv_budget", kvcache.FormatBytes(l.opts.KVBudget), "kv_pool", kv, "state_slots", pool.NumSlots(), "context", ctxLen,
 		"parallel", l.opts.Parallel, "prompt_cache", cache, "load_time", took.Round(time.Millisecond))
 }

@@ -46,6 +46,9 @@ type Options struct {
 	ChatTemplate string
 	// Threads is the number of compute threads; 0 means all cores.
 	Threads int
+	// MmapWeights keeps the weights in the memory-mapped checkpoint files
+	// instead of copying them into huge-page memory (model.LoadOptions.Mmap).
+	MmapWeights bool
 	// Parallel caps the sequences running at once; 0 means 16.
 	Parallel int
 	// KVBudget bounds the per-sequence memory in bytes: the KV pool (pages

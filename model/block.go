@@ -151,24 +151,32 @@ func (hd *head) logits(dev gpu.Device, ws *workspace, seqs []Seq, x []float32, R
 // large prefill chunks skip the split copy and use views of the same memory.
 const fuseRows = 64
 
-// concatRows joins weights of one dtype and width into one matrix (rows in
-// order) and returns it with views of the parts. Weights of mixed dtypes are
-// returned unjoined (nil).
-func concatRows(parts ...*gpu.Weight) (*gpu.Weight, []*gpu.Weight) {
-	if parts[0] == nil {
-		return nil, parts
-	}
+// concatRows joins weights of one dtype and width, as returned by
+// w.mapped, into one matrix in the weight memory (rows in order) and
+// returns it with views of the parts. Weights of mixed dtypes are returned
+// unjoined (nil), each in the weight memory.
+func concatRows(w *Weights, parts ...*gpu.Weight) (*gpu.Weight, []*gpu.Weight) {
 	rows, size := 0, 0
 	for _, p := range parts {
 		if p == nil || p.DType != parts[0].DType || p.Cols != parts[0].Cols {
+			for i := range parts {
+				parts[i] = w.own(parts[i])
+			}
 			return nil, parts
 		}
 		rows += p.Rows
 		size += len(p.Data)
 	}
-	data := make([]byte, 0, size)
+	data := w.alloc(size)
+	if data == nil {
+		return nil, make([]*gpu.Weight, len(parts))
+	}
+	data = data[:0]
 	for _, p := range parts {
 		data = append(data, p.Data...)
+		if w.arena != nil {
+			w.st.DropPages(p.Data)
+		}
 	}
 	joined := &gpu.Weight{DType: parts[0].DType, Rows: rows, Cols: parts[0].Cols, Data: data}
 	views := make([]*gpu.Weight, len(parts))
@@ -221,8 +229,8 @@ func loadAttention(w *Weights, prefix string, a attention, hidden int, fused, qk
 		}
 	} else {
 		var views []*gpu.Weight
-		a.wqkv, views = concatRows(w.Matrix(prefix+"q_proj.weight", Q, hidden),
-			w.Matrix(prefix+"k_proj.weight", KV, hidden), w.Matrix(prefix+"v_proj.weight", KV, hidden))
+		a.wqkv, views = concatRows(w, w.mapped(prefix+"q_proj.weight", Q, hidden),
+			w.mapped(prefix+"k_proj.weight", KV, hidden), w.mapped(prefix+"v_proj.weight", KV, hidden))
 		a.wq, a.wk, a.wv = views[0], views[1], views[2]
 	}
 	a.wo = w.Matrix(prefix+"o_proj.weight", hidden, Q)
@@ -348,7 +356,7 @@ func loadMLP(w *Weights, prefix string, hidden, inter int, fused, bias, gelu boo
 		}
 	} else {
 		var views []*gpu.Weight
-		m.gateUp, views = concatRows(w.Matrix(prefix+"gate_proj.weight", inter, hidden), w.Matrix(prefix+"up_proj.weight", inter, hidden))
+		m.gateUp, views = concatRows(w, w.mapped(prefix+"gate_proj.weight", inter, hidden), w.mapped(prefix+"up_proj.weight", inter, hidden))
 		m.gate, m.up = views[0], views[1]
 	}
 	m.down = w.Matrix(prefix+"down_proj.weight", hidden, inter)

@@ -74,6 +74,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	adminKey := fs.String("admin-key", "", "key for POST /v1/cache/reset (also accepted as an API key); with --api-key and no admin key the reset is refused")
 	maxQueue := fs.Int("max-queue", 64, "requests that may wait beyond the running ones before 429")
 	threads := fs.Int("threads", 0, "compute threads (0 = all cores)")
+	mmapWeights := fs.Bool("mmap", false, "keep the weights memory-mapped from the checkpoint instead of copying them into huge-page memory (slower decode, no private copy)")
 	stepTokens := fs.Int("step-tokens", 512, "tokens per engine step (chunked prefill budget)")
 	stepStretch := fs.Float64("step-stretch", 2, "while streams decode, prefill only what keeps a step within this many decode steps, so inter-token gaps stay smooth (1: off, prefill takes all of --step-tokens)")
 	storeTTL := fs.Duration("responses-ttl", time.Hour, "how long stored Responses-API responses are kept")
@@ -191,7 +192,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	rt, err := troupe.Start(ctx, troupe.Options{
-		Model: *dir, ServedName: *name, ChatTemplate: *tmpl, Threads: *threads, Parallel: *parallel,
+		Model: *dir, ServedName: *name, ChatTemplate: *tmpl, Threads: *threads, MmapWeights: *mmapWeights, Parallel: *parallel,
 		KVBudget: budget, SnapshotBudget: snaps, StepTokens: *stepTokens, StepStretch: *stepStretch, MaxModelLen: *maxModelLen, PromptCache: *promptCache, Logger: log, LoadDelay: *loadDelay,
 		StallTimeout: *stallTimeout, PrepareTimeout: *prepTimeout, MaxInspections: *maxInspections, GenerationConfig: *genConfig,
 		InspectMaxInput: int(inMax), InspectMaxOutput: int(outMax), LoadProgress: loadBar(stderr),

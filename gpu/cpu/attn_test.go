@@ -150,3 +150,56 @@ func TestAttentionTiled(t *testing.T) {
 		}
 	}
 }
+
+// TestAttentionDecode covers the decode kernel (one query position per
+// sequence) on every kernel set, against the float64 reference: long
+// contexts whose keys are split across threads and merged (1 to 3 threads,
+// so 1, 3 or 4 parts), windows, soft-capping, GQA groups of 1 to 8, head
+// dims that are and are not a whole number of vectors (the latter fall back
+// to the older kernels), and batches mixing decode rows with prefill chunks.
+func TestAttentionDecode(t *testing.T) {
+	type tc struct {
+		heads, kvh, hd, ps, window int
+		softcap                    float32
+		seqs                       []attnSeqSpec
+	}
+	cases := []tc{
+		{9, 3, 64, 16, 0, 0, []attnSeqSpec{{1000, 1}}},                           // SmolLM2: split into parts
+		{9, 3, 64, 16, 0, 0, []attnSeqSpec{{0, 1}}},                              // first token
+		{9, 3, 64, 16, 0, 0, []attnSeqSpec{{127, 1}, {128, 1}, {255, 1}}},        // parts of DEC_MIN_KEYS
+		{9, 3, 64, 7, 300, 0, []attnSeqSpec{{1000, 1}}},                          // window: parts of the window
+		{9, 3, 64, 16, 0, 30, []attnSeqSpec{{700, 1}, {40, 1}}},                  // softcap
+		{8, 8, 32, 16, 0, 0, []attnSeqSpec{{600, 1}}},                            // G = 1
+		{8, 1, 128, 16, 0, 0, []attnSeqSpec{{517, 1}}},                           // G = 8, hd 128
+		{4, 2, 80, 5, 0, 0, []attnSeqSpec{{333, 1}, {2, 1}}},                     // hd = 5 vectors of 16
+		{2, 1, 256, 32, 0, 0, []attnSeqSpec{{400, 1}}},                           // hd 256
+		{6, 2, 24, 16, 0, 0, []attnSeqSpec{{300, 1}}},                            // hd 24: older kernels on avx512
+		{9, 3, 64, 16, 0, 0, []attnSeqSpec{{900, 1}, {0, 40}, {500, 1}, {7, 3}}}, // decode rows and chunks
+	}
+	r := rand.New(rand.NewSource(5))
+	type dev struct {
+		name string
+		d    *Device
+	}
+	var devs []dev
+	for _, k := range Supported() {
+		for _, th := range []int{1, 2, 3} {
+			d, err := New(Options{Kernels: k, Threads: th})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(d.Close)
+			devs = append(devs, dev{fmt.Sprintf("%s/t%d", k, th), d})
+		}
+	}
+	for ci, c := range cases {
+		pr := newAttnProblem(r, c.heads, c.kvh, c.hd, c.ps, c.window, c.softcap, c.seqs)
+		for _, dv := range devs {
+			t.Run(fmt.Sprintf("%s/case%d", dv.name, ci), func(t *testing.T) {
+				// twice: the second call reuses the buffers of the parts
+				pr.check(t, dv.d)
+				pr.check(t, dv.d)
+			})
+		}
+	}
+}

@@ -146,6 +146,7 @@ func BenchmarkAttention(b *testing.B) {
 		{"decode512", 0, gpu.AttnSeq{N: 1, Pos: ctx - 1, Pages: pages}},
 		{"prefill512-head", 1, gpu.AttnSeq{N: ctx, Pages: pages}},
 		{"decode512-flash", 2, gpu.AttnSeq{N: 1, Pos: ctx - 1, Pages: pages}},
+		{"decode512-head", 1, gpu.AttnSeq{N: 1, Pos: ctx - 1, Pages: pages}},
 		{"chunk64at448", 0, gpu.AttnSeq{N: 64, Pos: ctx - 64, Pages: pages}},
 		{"chunk64at448-head", 1, gpu.AttnSeq{N: 64, Pos: ctx - 64, Pages: pages}},
 	} {

@@ -38,6 +38,10 @@ type Options struct {
 	// noPanels ignores packed weights (the per-call packing kernel runs
 	// instead); tests and benchmarks only.
 	noPanels bool
+	// mmSched picks how decode matmuls (m < 16) split their rows across
+	// threads: 0 one region per thread with stealing, 1 chunks from one
+	// shared counter; tests and benchmarks only.
+	mmSched int
 }
 
 // Kernel set names accepted by Options.Kernels, best first.
@@ -111,6 +115,7 @@ func New(opts Options) (*Device, error) {
 		return nil, fmt.Errorf("gpu/cpu: cannot start kernel set %q", name)
 	}
 	C.tr_set_attn_mode(ctx, C.int(opts.attnMode))
+	C.tr_set_mm_sched(ctx, C.int(opts.mmSched))
 	return &Device{ctx: ctx, kernels: name, threads: threads, fast: opts.FastBF16 && name == "avx512bf16",
 		noPanels: opts.noPanels, name: fmt.Sprintf("cpu/%s x%d threads", name, threads)}, nil
 }

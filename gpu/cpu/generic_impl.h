@@ -683,6 +683,8 @@ FUN void FN(attn_flash)(const tr_attn_args *a, const tr_seq *s, long r0, long r1
 	}
 }
 
+#include "attn_dec.h"
+
 /* ---- generic matmul (AVX2 and portable) ---- */
 
 #ifndef NO_GENERIC_MM

@@ -20,5 +20,7 @@ const tr_kernels tr_kernels_avx2 = {
 	.rope = rope_avx2,
 	.attn = attn_avx2,
 	.attn_flash = attn_flash_avx2,
+	.attn_dec = attn_dec_avx2,
+	.vw = VW,
 };
 #endif

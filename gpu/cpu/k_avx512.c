@@ -40,5 +40,7 @@ const tr_kernels tr_kernels_avx512 = {
 	.rope = rope_avx512,
 	.attn = attn_avx512,
 	.attn_flash = attn_flash_avx512,
+	.attn_dec = attn_dec_avx512,
+	.vw = VW,
 };
 #endif

@@ -17,4 +17,6 @@ const tr_kernels tr_kernels_portable = {
 	.rope = rope_portable,
 	.attn = attn_portable,
 	.attn_flash = attn_flash_portable,
+	.attn_dec = attn_dec_portable,
+	.vw = VW,
 };

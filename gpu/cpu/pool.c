@@ -32,11 +32,22 @@ typedef struct {
 	char pad[48];
 } scratch_t;
 
+/* The matmul that followed one with weights w last time (see succ_record). */
+typedef struct {
+	const void *w, *next;
+	long n, k, esz;
+} mm_succ;
+#define TR_SUCC 256
+
 struct tr_ctx {
 	const tr_kernels *k;
 	int nth;
 	int fast_bf16, mm_mode;
 	int attn_mode; /* TR_ATTN_* */
+	int mm_sched;  /* decode matmul scheduling: 0 regions per thread, 1 shared counter (benchmarks) */
+	long pf_next;  /* bytes of the next decode matmul each thread prefetches (0: none) */
+	const void *succ_last;
+	mm_succ succ[TR_SUCC];
 	pthread_t *th;
 	_Atomic uint32_t gen;
 	_Atomic int pending;
@@ -53,6 +64,12 @@ struct tr_ctx {
 	/* Activations packed for the TR_MM_PACK matmul. */
 	float *xp;
 	size_t xpn;
+	/* Decode attention split across threads: partial results and, per
+	 * (sequence, KV head), the count of parts done. */
+	float *dpart;
+	size_t dpartn;
+	_Atomic int *dcnt;
+	size_t dcntn;
 };
 
 typedef struct {
@@ -222,6 +239,8 @@ void tr_free(tr_ctx *c) {
 	free(c->th);
 	free(c->xb);
 	free(c->xp);
+	free(c->dpart);
+	free((void *)c->dcnt);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->cv);
 	free(c);
@@ -250,6 +269,160 @@ static void mm_worker(void *p, int tid, int nth) {
 		long n1 = n0 + j->chunk < j->a.n ? n0 + j->chunk : j->a.n;
 		j->c->k->mm(&j->a, n0, n1, s);
 	}
+}
+
+/* ---- successors of decode matmuls ----
+ *
+ * Decode steps run the same matmuls in the same order every token, so the
+ * weights a matmul used last time it followed this one predict the next
+ * call; mm_regions prefetches them. A small table indexed by a hash of the
+ * weight pointer; a collision just loses a prediction. */
+static size_t succ_slot(const void *w) { return (size_t)(((uintptr_t)w >> 6) * 0x9E3779B97F4A7C15ull >> 56) & (TR_SUCC - 1); }
+
+static void succ_record(tr_ctx *c, const void *w, long n, long k, int dtype) {
+	if (c->succ_last) {
+		mm_succ *e = &c->succ[succ_slot(c->succ_last)];
+		e->w = c->succ_last;
+		e->next = w;
+		e->n = n;
+		e->k = k;
+		e->esz = dtype == TR_F32 ? 4 : 2;
+	}
+	c->succ_last = w;
+}
+
+static const mm_succ *succ_next(tr_ctx *c, const void *w) {
+	const mm_succ *e = &c->succ[succ_slot(w)];
+	return e->w == w ? e : NULL;
+}
+
+/* ---- decode matmul: one region of rows per thread, with stealing ----
+ *
+ * A decode matmul (m < 16) streams its weights from memory once. Each thread
+ * owns a contiguous region of the output rows and walks it front to back in
+ * chunks that shrink as the region empties, so that its weights are one
+ * sequential stream (hardware and software prefetch run on across chunks);
+ * a thread whose region is done takes chunks from the back of the fullest
+ * other region, so a descheduled or slower thread does not hold up the call.
+ * Regions are counted in units of MMR_UNIT rows; front and back of a region
+ * share one atomic word. */
+#define MMR_UNIT 16
+#define MMR_MAXTH 64
+
+typedef struct {
+	_Atomic uint64_t fb; /* front | back << 32, in units */
+	char pad[56];
+} mm_region;
+
+typedef struct {
+	tr_ctx *c;
+	tr_mm_args a;
+	long minu, maxu; /* chunk bounds in units */
+	int nreg;
+	/* The matmul expected next (see mm_succ): each thread prefetches the
+	 * start of its region there while the others finish this one. */
+	const char *pf;
+	long pf_rowb, pf_units, pf_bytes;
+	_Atomic int busy; /* threads still taking chunks */
+	mm_region reg[MMR_MAXTH];
+} mmr_job;
+
+/* Claims a chunk of region r: from the front for its owner (a quarter of
+ * what is left), else from the back (half of it). Returns 0 when empty. */
+static int mmr_take(mmr_job *j, int r, int own, long *u0, long *u1) {
+	uint64_t v = atomic_load_explicit(&j->reg[r].fb, memory_order_relaxed);
+	for (;;) {
+		long f = (long)(v & 0xffffffffu), b = (long)(v >> 32);
+		if (f >= b)
+			return 0;
+		long c = (b - f) / (own ? 4 : 2);
+		c = c < j->minu ? j->minu : c > j->maxu ? j->maxu : c;
+		uint64_t nv;
+		if (own) {
+			*u0 = f;
+			*u1 = f + c < b ? f + c : b;
+			nv = (uint64_t)*u1 | (uint64_t)b << 32;
+		} else {
+			*u1 = b;
+			*u0 = b - c > f ? b - c : f;
+			nv = (uint64_t)f | (uint64_t)*u0 << 32;
+		}
+		if (atomic_compare_exchange_weak_explicit(&j->reg[r].fb, &v, nv, memory_order_relaxed,
+							  memory_order_relaxed))
+			return 1;
+	}
+}
+
+/* Prefetches the start of this thread's region of the next matmul, 4 KB at
+ * a time, for as long as other threads are still working on this one. */
+static void mmr_prefetch_next(mmr_job *j, int tid, int nth) {
+	int left = atomic_fetch_sub_explicit(&j->busy, 1, memory_order_relaxed) - 1;
+	if (!j->pf || left == 0)
+		return;
+	const char *p = j->pf + (j->pf_units * tid / nth) * MMR_UNIT * j->pf_rowb;
+	const char *end = p + j->pf_bytes;
+	const char *lim = j->pf + ((j->pf_units * (tid + 1) / nth) * MMR_UNIT) * j->pf_rowb;
+	if (end > lim)
+		end = lim;
+	while (p < end && atomic_load_explicit(&j->busy, memory_order_relaxed) > 0) {
+		const char *e = p + 4096 < end ? p + 4096 : end;
+		for (; p < e; p += 64)
+			__builtin_prefetch(p, 0, 3);
+	}
+}
+
+static void mmr_worker(void *p, int tid, int nth) {
+	mmr_job *j = p;
+	(void)nth;
+	size_t sb = j->c->k->mm_scratch ? j->c->k->mm_scratch(&j->a) : 0;
+	void *s = sb ? scratch(j->c, tid, sb) : NULL;
+	long u0, u1;
+	const long n = j->a.n;
+	while (tid < j->nreg && mmr_take(j, tid, 1, &u0, &u1))
+		j->c->k->mm(&j->a, u0 * MMR_UNIT, u1 * MMR_UNIT < n ? u1 * MMR_UNIT : n, s);
+	for (;;) {
+		int best = -1;
+		long most = 0;
+		for (int r = 0; r < j->nreg; r++) {
+			uint64_t v = atomic_load_explicit(&j->reg[r].fb, memory_order_relaxed);
+			long left = (long)(v >> 32) - (long)(v & 0xffffffffu);
+			if (left > most) {
+				most = left;
+				best = r;
+			}
+		}
+		if (best < 0)
+			break;
+		if (mmr_take(j, best, 0, &u0, &u1))
+			j->c->k->mm(&j->a, u0 * MMR_UNIT, u1 * MMR_UNIT < n ? u1 * MMR_UNIT : n, s);
+	}
+	mmr_prefetch_next(j, tid, nth);
+}
+
+static void mm_regions(tr_ctx *c, const tr_mm_args *a, int nth) {
+	mmr_job j = {.c = c, .a = *a, .nreg = nth};
+	long units = (a->n + MMR_UNIT - 1) / MMR_UNIT;
+	long rowb = a->k * (a->dtype == TR_F32 ? 4 : 2);
+	/* chunks of about 16 KB to 512 KB of weights */
+	j.minu = (16384 / rowb + MMR_UNIT - 1) / MMR_UNIT;
+	j.maxu = (524288 / rowb) / MMR_UNIT;
+	if (j.minu < 1)
+		j.minu = 1;
+	if (j.maxu < j.minu)
+		j.maxu = j.minu;
+	for (int t = 0; t < nth; t++) {
+		uint64_t f = (uint64_t)(units * t / nth), b = (uint64_t)(units * (t + 1) / nth);
+		atomic_init(&j.reg[t].fb, f | b << 32);
+	}
+	atomic_init(&j.busy, nth);
+	const mm_succ *nx = succ_next(c, a->w);
+	if (nx && c->pf_next > 0) {
+		j.pf = nx->next;
+		j.pf_rowb = nx->k * nx->esz;
+		j.pf_units = (nx->n + MMR_UNIT - 1) / MMR_UNIT;
+		j.pf_bytes = c->pf_next;
+	}
+	run(c, mmr_worker, &j, nth);
 }
 
 static void xconv_worker(void *p, int tid, int nth) {
@@ -380,6 +553,12 @@ void tr_matmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, int
 		j.a.xh = c->xb;
 		j.a.xl = c->xb + (size_t)m * (size_t)k;
 		run(c, xconv_worker, &j, m * k >= 16384 ? nth : 1);
+	}
+	if (m < 16)
+		succ_record(c, w, n, k, dtype);
+	if (m < 16 && nth > 1 && nth <= MMR_MAXTH && c->mm_sched == 0 && n / MMR_UNIT < 0xffffffffL) {
+		mm_regions(c, &j.a, nth);
+		return;
 	}
 	long chunk = n;
 	if (nth > 1) {
@@ -576,6 +755,10 @@ typedef struct {
 	long nqb;   /* query blocks */
 	int flash;  /* tiled kernel: items are (query block, KV head, head sub-group) */
 	int gs, ngs; /* flash: heads per item, sub-groups per KV group */
+	int dec;     /* decode kernel: items are (KV head, part of the keys) */
+	long splits; /* dec: parts of the keys */
+	long pbase;  /* dec with splits > 1: first partial result, and first counter */
+	long cbase;
 } attn_plan;
 
 typedef struct {
@@ -586,6 +769,39 @@ typedef struct {
 	size_t sbytes;
 	_Atomic long next;
 } attn_job;
+
+/* Decode attention of one (sequence, KV head) from its parts: per head, the
+ * parts' sums of exp(s - m_p) V rescaled to the largest m_p. */
+static void dec_merge(const tr_attn_args *a, const tr_seq *s, int kvh, const float *part, long splits) {
+	const long hd = a->hd, G = a->heads / a->kvheads, stride = G * (hd + 2);
+	float *out = a->out + s->row * (long)a->heads * hd + (long)kvh * G * hd;
+	for (long g = 0; g < G; g++) {
+		const float *p0 = part + g * (hd + 2);
+		float m = p0[0];
+		for (long p = 1; p < splits; p++)
+			m = p0[p * stride] > m ? p0[p * stride] : m;
+		float l = 0, wt[64];
+		float *o = out + g * hd;
+		for (long d = 0; d < hd; d++)
+			o[d] = 0;
+		for (long p0i = 0; p0i < splits; p0i += 64) {
+			long pn = splits - p0i < 64 ? splits - p0i : 64;
+			for (long p = 0; p < pn; p++) {
+				const float *pp = p0 + (p0i + p) * stride;
+				wt[p] = expf(pp[0] - m);
+				l += wt[p] * pp[1];
+			}
+			for (long p = 0; p < pn; p++) {
+				const float *op = p0 + (p0i + p) * stride + 2;
+				for (long d = 0; d < hd; d++)
+					o[d] += wt[p] * op[d];
+			}
+		}
+		float inv = 1.0f / l;
+		for (long d = 0; d < hd; d++)
+			o[d] *= inv;
+	}
+}
 
 static void attn_item(attn_job *j, long it, int tid) {
 	long lo = 0, hi = j->a.nseq - 1;
@@ -600,6 +816,25 @@ static void attn_item(attn_job *j, long it, int tid) {
 	const tr_seq *s = &j->a.seqs[pl->seq];
 	long local = it - pl->start;
 	void *scr = scratch(j->c, tid, j->sbytes);
+	if (pl->dec) {
+		int kvh = (int)(local / pl->splits);
+		long part = local % pl->splits;
+		long pos = s->pos, lo = 0;
+		if (j->a.window > 0 && pos - j->a.window + 1 > lo)
+			lo = pos - j->a.window + 1;
+		long cnt = pos + 1 - lo;
+		if (pl->splits == 1) {
+			j->c->k->attn_dec(&j->a, s, kvh, lo, pos + 1, NULL, scr);
+			return;
+		}
+		const long stride = (long)(j->a.heads / j->a.kvheads) * (j->a.hd + 2);
+		float *pb = j->c->dpart + (pl->pbase + (long)kvh * pl->splits) * stride;
+		j->c->k->attn_dec(&j->a, s, kvh, lo + cnt * part / pl->splits, lo + cnt * (part + 1) / pl->splits,
+				  pb + part * stride, scr);
+		if (atomic_fetch_add_explicit(&j->c->dcnt[pl->cbase + kvh], 1, memory_order_acq_rel) == pl->splits - 1)
+			dec_merge(&j->a, s, kvh, pb, pl->splits);
+		return;
+	}
 	if (pl->flash) {
 		long per = (long)j->a.kvheads * pl->ngs;
 		long b = pl->nqb - 1 - local / per; /* largest blocks first */
@@ -628,6 +863,8 @@ static void attn_worker(void *p, int tid, int nth) {
 }
 
 void tr_set_attn_mode(tr_ctx *c, int mode) { c->attn_mode = mode; }
+void tr_set_mm_sched(tr_ctx *c, int sched) { c->mm_sched = sched; }
+void tr_set_pf_next(tr_ctx *c, long bytes) { c->pf_next = bytes; }
 
 /* Query rows (positions x heads of a KV group) from which the tiled kernel
  * beats the per-head one. It reads K and V once per group where the per-head
@@ -635,6 +872,72 @@ void tr_set_attn_mode(tr_ctx *c, int mode) { c->attn_mode = mode; }
  * decode step: measured on Zen 5 (decode, 512 keys), group 1 is 1.7x slower
  * tiled, 2 about even, 3 1.3x and 4 2x faster. */
 #define FLASH_MIN_ROWS 3
+
+/* Fewest keys per part when a decode sequence's keys are split across threads. */
+#define DEC_MIN_KEYS 128
+
+/* Numbers the work items of every sequence of j (kernels already chosen),
+ * splitting decode sequences into up to dsplit parts; returns the item count
+ * and sets the partial results and counters the splits need and the
+ * per-thread scratch. */
+static long attn_layout(attn_job *j, long dsplit, long *nparts, long *ncnt, size_t *sb) {
+	const tr_attn_args *a = &j->a;
+	const int G = a->heads / a->kvheads;
+	long total = 0;
+	*nparts = *ncnt = 0;
+	*sb = 0;
+	for (long i = 0; i < a->nseq; i++) {
+		attn_plan *pl = &j->plan[i];
+		const tr_seq *s = &a->seqs[pl->seq];
+		long ctx = s->pos + s->n;
+		pl->start = total;
+		size_t need;
+		if (pl->dec) {
+			long keys = a->window > 0 && a->window < ctx ? a->window : ctx;
+			long sp = keys / DEC_MIN_KEYS < dsplit ? keys / DEC_MIN_KEYS : dsplit;
+			pl->splits = sp > 1 ? sp : 1;
+			total += (long)a->kvheads * pl->splits;
+			if (pl->splits > 1) {
+				pl->pbase = *nparts;
+				pl->cbase = *ncnt;
+				*nparts += (long)a->kvheads * pl->splits;
+				*ncnt += a->kvheads;
+			}
+			need = TR_DEC_SCRATCH(G, (keys + pl->splits - 1) / pl->splits, a->hd);
+		} else if (pl->flash) {
+			pl->gs = G < TR_FLASH_M ? G : TR_FLASH_M;
+			pl->ngs = (G + pl->gs - 1) / pl->gs;
+			pl->qb = TR_FLASH_M / pl->gs;
+			pl->nqb = (s->n + pl->qb - 1) / pl->qb;
+			total += pl->nqb * a->kvheads * pl->ngs;
+			long m = pl->qb < s->n ? pl->qb : s->n;
+			need = TR_FLASH_SCRATCH(m * pl->gs, a->hd);
+		} else {
+			pl->qb = TR_ATTN_QB;
+			pl->nqb = (s->n + TR_ATTN_QB - 1) / TR_ATTN_QB;
+			total += pl->nqb * a->heads;
+			need = TR_ATTN_SCRATCH(ctx, a->hd);
+		}
+		if (need > *sb)
+			*sb = need;
+	}
+	return total;
+}
+
+/* Grows the context's buffers for decode parts; false when out of memory. */
+static int dec_buffers(tr_ctx *c, size_t floats, size_t counters) {
+	if (c->dpartn < floats) {
+		free(c->dpart);
+		c->dpart = malloc(floats * 4);
+		c->dpartn = c->dpart ? floats : 0;
+	}
+	if (c->dcntn < counters) {
+		free((void *)c->dcnt);
+		c->dcnt = malloc(counters * sizeof *c->dcnt);
+		c->dcntn = c->dcnt ? counters : 0;
+	}
+	return c->dpart && c->dcnt;
+}
 
 void tr_attention(tr_ctx *c, float *out, const float *q, const float *K, const float *V, long page_size, long dim,
 		  const tr_seq *seqs, long nseq, const int32_t *pages, int heads, int kvheads, int hd, float scale,
@@ -658,39 +961,41 @@ void tr_attention(tr_ctx *c, float *out, const float *q, const float *K, const f
 		j.plan[k].seq = i;
 	}
 	const int G = heads / kvheads;
-	long total = 0, work = 0;
-	size_t sb = 0;
+	/* Kernel per sequence, and the work of the call (query rows x keys). */
+	long work = 0, ndec = 0, nother = 0;
 	for (long i = 0; i < nseq; i++) {
 		attn_plan *pl = &j.plan[i];
 		const tr_seq *s = &seqs[pl->seq];
-		long ctx = s->pos + s->n;
-		pl->start = total;
-		pl->flash = c->attn_mode == TR_ATTN_FLASH ||
-			    (c->attn_mode == TR_ATTN_AUTO && s->n * G >= FLASH_MIN_ROWS);
-		size_t need;
-		if (pl->flash) {
-			pl->gs = G < TR_FLASH_M ? G : TR_FLASH_M;
-			pl->ngs = (G + pl->gs - 1) / pl->gs;
-			pl->qb = TR_FLASH_M / pl->gs;
-			pl->nqb = (s->n + pl->qb - 1) / pl->qb;
-			total += pl->nqb * kvheads * pl->ngs;
-			long m = pl->qb < s->n ? pl->qb : s->n;
-			need = TR_FLASH_SCRATCH(m * pl->gs, hd);
-		} else {
-			pl->qb = TR_ATTN_QB;
-			pl->nqb = (s->n + TR_ATTN_QB - 1) / TR_ATTN_QB;
-			total += pl->nqb * heads;
-			need = TR_ATTN_SCRATCH(ctx, hd);
-		}
-		if (need > sb)
-			sb = need;
-		work += s->n * ctx;
+		pl->dec = c->attn_mode == TR_ATTN_AUTO && s->n == 1 && c->k->attn_dec && hd % c->k->vw == 0;
+		pl->flash = !pl->dec && (c->attn_mode == TR_ATTN_FLASH ||
+					 (c->attn_mode == TR_ATTN_AUTO && s->n * G >= FLASH_MIN_ROWS));
+		pl->splits = 1;
+		work += s->n * (s->pos + s->n);
+		if (pl->dec)
+			ndec++;
+		else
+			nother += s->n;
 	}
+	int nth = c->nth;
+	if (work * heads * hd < 32768)
+		nth = 1;
+	/* Decode sequences split their keys into parts when the call has too
+	 * few items to keep the threads busy (one sequence with 3 KV heads on 2
+	 * threads): about 4 items per thread, parts of at least DEC_MIN_KEYS. */
+	long dsplit = 1;
+	if (nth > 1 && ndec > 0 && ndec * kvheads + nother < 4L * nth)
+		dsplit = (4L * nth + ndec * kvheads - 1) / (ndec * kvheads);
+	long nparts = 0, ncnt = 0;
+	size_t sb = 0;
+	long total = attn_layout(&j, dsplit, &nparts, &ncnt, &sb);
+	if (nparts > 0 && !dec_buffers(c, (size_t)nparts * (size_t)G * (size_t)(hd + 2), (size_t)ncnt))
+		total = attn_layout(&j, 1, &nparts, &ncnt, &sb); /* no memory for parts: no splits */
+	for (long i = 0; i < ncnt; i++)
+		atomic_store_explicit(&c->dcnt[i], 0, memory_order_relaxed);
 	j.nitems = total;
 	j.sbytes = sb;
 	atomic_store(&j.next, 0);
-	int nth = c->nth;
-	if (work * heads * hd < 32768 || total < 2)
+	if (total < 2)
 		nth = 1;
 	run(c, attn_worker, &j, nth);
 	if (j.plan != planbuf)

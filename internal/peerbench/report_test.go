@@ -129,7 +129,7 @@ func TestServingRows(t *testing.T) {
 		{"multi-turn turn-2 TTFT p50", 1},
 		{"multi-turn turn-2 / cold TTFT", 1}, // the same runs on both sides
 		{"c=8 + long prompts output", 0},     // no mixed run in the fixture
-		{"c=1 output", 0}, // no c=1 run in the fixture: missing on both sides
+		{"c=1 output", 0},                    // no c=1 run in the fixture: missing on both sides
 	} {
 		r, ok := byName[c.metric]
 		if !ok {

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // mapFile maps size bytes of f read-only. The returned release function
@@ -22,4 +25,20 @@ func mapFile(f *os.File, size int64) ([]byte, func() error, error) {
 		return nil, nil, fmt.Errorf("mmap: %w", err)
 	}
 	return b, func() error { return syscall.Munmap(b) }, nil
+}
+
+// dropPages tells the kernel the mapped pages wholly inside b are not needed
+// for now: they leave this process's resident set and are read again (from
+// the page cache, or the disk) if touched later.
+func dropPages(b []byte) {
+	ps := uintptr(os.Getpagesize())
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	lo := (ps - p%ps) % ps
+	if uintptr(len(b)) <= lo {
+		return
+	}
+	n := (uintptr(len(b)) - lo) / ps * ps
+	if n > 0 {
+		_ = unix.Madvise(b[lo:lo+n], unix.MADV_DONTNEED)
+	}
 }

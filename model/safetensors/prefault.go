@@ -3,6 +3,7 @@ package safetensors
 import (
 	"context"
 	"fmt"
+	"runtime"
 )
 
 // prefaultChunk is how many bytes Prefault reads between progress reports
@@ -48,6 +49,19 @@ func (m *Model) Prefault(ctx context.Context, progress func(done, total int64)) 
 	if progress != nil && total == 0 {
 		progress(0, 0)
 	}
-	_ = sink
+	// Without a use of sink the compiler drops the loads, and with them the
+	// page faults this function exists for.
+	runtime.KeepAlive(sink)
 	return nil
+}
+
+// DropPages says that the caller has copied data (a Tensor's Data, or part
+// of it) and will not read it again soon: the mapped pages wholly inside it
+// leave the process's resident set, so a loader that copies the weights
+// elsewhere does not hold both copies at once. The data stays valid; reading
+// it again faults the pages back in from the page cache.
+func (m *Model) DropPages(data []byte) {
+	if !m.closed {
+		dropPages(data)
+	}
 }
