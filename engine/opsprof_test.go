@@ -89,7 +89,9 @@ func BenchmarkPrefillOps(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Cleanup(dev.Close)
-		model.PackWeights(m, dev)
+		if _, err := model.PackWeights(m, dev); err != nil {
+			b.Fatal(err)
+		}
 		td := &timedDevice{Device: dev, t: map[string]time.Duration{}, cpuTime: th == 1}
 		b.Run("threads"+strconv.Itoa(th), func(b *testing.B) {
 			runtime.LockOSThread()

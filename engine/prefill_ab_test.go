@@ -34,7 +34,9 @@ func BenchmarkPrefillPacked(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(dev.Close)
-	model.PackWeights(packed, dev)
+	if _, err := model.PackWeights(packed, dev); err != nil {
+		b.Fatal(err)
+	}
 	pool := benchPool(b, plain)
 	prefill := func(m model.Model) float64 {
 		res := run(b, m, dev, pool, []engine.Request{{Prompt: prompt(512), MaxTokens: 1}})

@@ -8,6 +8,7 @@ import "C"
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"unsafe"
 
 	"github.com/troupe-ai/troupe/gpu"
@@ -26,36 +27,60 @@ var (
 	_ gpu.FusedMatMul = (*Device)(nil)
 )
 
-// PackWeight implements gpu.Packer. On the avx512bf16 kernels it gives a
-// BF16 weight a copy in the panel layout of the prefill matmul (the same
-// bytes as the weight, rounded up to whole panels of 32 rows), so that
-// prefill matmuls read it as it is instead of transposing and widening
-// every panel on every call. Other weights and kernel sets are left alone,
-// and so are all weights on a FastBF16 device (its prefill kernel reads them
-// as they are).
-func (d *Device) PackWeight(w *gpu.Weight) int64 {
-	if d.fast || d.noPanels || w.DType != gpu.BF16 || w.Rows <= 0 || w.Cols <= 0 || len(w.Data) < w.Rows*w.Cols*2 {
-		return 0
-	}
-	if p := w.Packed(); p != nil && p.Layout == panelLayout {
-		return 0
+// PackWeights implements gpu.Packer. On the avx512bf16 kernels it gives
+// each BF16 weight a copy in the panel layout of the prefill matmul (the
+// same bytes as the weight, rounded up to whole panels of 32 rows), so that
+// prefill matmuls read it as it is instead of transposing and widening every
+// panel on every call. The copies of one call share one mapping, advised for
+// 2 MiB pages. Other weights and kernel sets are left alone, and so are all
+// weights on a FastBF16 device (its prefill kernel reads them as they are).
+func (d *Device) PackWeights(ws []*gpu.Weight) (int64, error) {
+	if d.fast || d.noPanels {
+		return 0, nil
 	}
 	d.lock()
 	defer d.mu.Unlock()
 	if C.tr_panel_supported(d.ctx) == 0 {
-		return 0
+		return 0, nil
 	}
-	n := int(C.tr_panel_bytes(C.long(w.Rows), C.long(w.Cols)))
-	// Aligned to a cache line: the kernel loads 64 bytes per k.
-	buf := make([]byte, n+64)
-	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(buf))) & 63)
-	buf = buf[off : off+n : off+n]
-	C.tr_panel_pack(d.ctx, (*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(buf))),
-		(*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(w.Data))), C.long(w.Rows), C.long(w.Cols))
-	runtime.KeepAlive(w)
-	w.SetPacked(&gpu.Packed{Layout: panelLayout, Data: buf})
-	return int64(n)
+	var todo []*gpu.Weight
+	total := 0
+	for _, w := range ws {
+		if w == nil || w.DType != gpu.BF16 || w.Rows <= 0 || w.Cols <= 0 || len(w.Data) < w.Rows*w.Cols*2 ||
+			slices.Contains(todo, w) {
+			continue
+		}
+		if p := w.Packed(); p != nil && p.Layout == panelLayout {
+			continue
+		}
+		todo = append(todo, w)
+		total += panelBytes(w)
+	}
+	if total == 0 {
+		return 0, nil
+	}
+	arena, err := newPanelArena(total)
+	if err != nil {
+		return 0, err
+	}
+	off := 0
+	for _, w := range todo {
+		n := panelBytes(w)
+		buf := arena.buf[off : off+n : off+n]
+		off += n
+		C.tr_panel_pack(d.ctx, (*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(buf))),
+			(*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(w.Data))), C.long(w.Rows), C.long(w.Cols))
+		runtime.KeepAlive(w)
+		w.SetPacked(&gpu.Packed{Layout: panelLayout, Data: buf, Owner: arena})
+	}
+	return int64(total), nil
 }
+
+// panelBytes is the size of w's panel copy: whole panels, each 64 bytes per
+// k (a multiple of 64, so that the copies of a batch stay aligned).
+func panelBytes(w *gpu.Weight) int { return int(C.tr_panel_bytes(C.long(w.Rows), C.long(w.Cols))) }
+
+func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
 
 // panels returns w's panel copy when a matmul of m rows should use it.
 func (d *Device) panels(w *gpu.Weight, m int) unsafe.Pointer {
@@ -63,7 +88,7 @@ func (d *Device) panels(w *gpu.Weight, m int) unsafe.Pointer {
 		return nil
 	}
 	p := w.Packed()
-	if p == nil || p.Layout != panelLayout || len(p.Data) != int(C.tr_panel_bytes(C.long(w.Rows), C.long(w.Cols))) {
+	if p == nil || p.Layout != panelLayout || len(p.Data) != panelBytes(w) {
 		return nil
 	}
 	return unsafe.Pointer(unsafe.SliceData(p.Data))

@@ -29,7 +29,17 @@ func panelDevices(t *testing.T) []*Device {
 	return ds
 }
 
-func TestPackWeight(t *testing.T) {
+// pack packs ws on d, failing the test on an error.
+func pack(t testing.TB, d *Device, ws ...*gpu.Weight) int64 {
+	t.Helper()
+	n, err := d.PackWeights(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestPackWeights(t *testing.T) {
 	r := rand.New(rand.NewSource(11))
 	if slices.Contains(Supported(), "avx512bf16") {
 		d, err := New(Options{Kernels: "avx512bf16", FastBF16: true})
@@ -37,7 +47,7 @@ func TestPackWeight(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer d.Close()
-		if n := d.PackWeight(makeWeight(r, gpu.BF16, 33, 17)); n != 0 {
+		if n := pack(t, d, makeWeight(r, gpu.BF16, 33, 17)); n != 0 {
 			t.Errorf("a FastBF16 device packed %d bytes it would never read", n)
 		}
 	}
@@ -49,18 +59,18 @@ func TestPackWeight(t *testing.T) {
 		defer d.Close()
 		for _, dt := range []gpu.DType{gpu.F32, gpu.BF16, gpu.F16} {
 			w := makeWeight(r, dt, 33, 17)
-			got := d.PackWeight(w)
+			got := pack(t, d, w)
 			want := int64(0)
 			if k == "avx512bf16" && dt == gpu.BF16 {
 				want = 2 * 17 * 64 // two panels of 32 rows, 64 bytes per k
 			}
 			if got != want || (w.Packed() != nil) != (want > 0) {
-				t.Fatalf("%s %v: PackWeight added %d bytes (packed %v), want %d", k, dt, got, w.Packed() != nil, want)
+				t.Fatalf("%s %v: PackWeights added %d bytes (packed %v), want %d", k, dt, got, w.Packed() != nil, want)
 			}
 			if want > 0 {
 				checkPanelLayout(t, w)
 			}
-			if again := d.PackWeight(w); again != 0 {
+			if again := pack(t, d, w); again != 0 {
 				t.Fatalf("%s %v: packing twice added %d bytes", k, dt, again)
 			}
 		}
@@ -114,7 +124,7 @@ func TestMatMulPanels(t *testing.T) {
 					continue
 				}
 				c := newMatMulCase(r, gpu.BF16, m, n, k)
-				ds[0].PackWeight(c.w)
+				pack(t, ds[0], c.w)
 				for _, d := range ds {
 					t.Run(fmt.Sprintf("t%d/m%d_n%d_k%d", d.Threads(), m, n, k), func(t *testing.T) {
 						c.check(t, d, 1e-5)
@@ -142,7 +152,7 @@ func TestMatMulPanelsSameAsPerCall(t *testing.T) {
 		x := randSlice(r, m*k, 1)
 		want := make([]float32, m*n)
 		old.MatMul(want, x, m, w)
-		ds[1].PackWeight(w)
+		pack(t, ds[1], w)
 		got := make([]float32, m*n)
 		ds[1].MatMul(got, x, m, w)
 		for i := range want {
@@ -163,7 +173,7 @@ func TestMatMulAdd(t *testing.T) {
 		if ds[0].MatMulAdd(make([]float32, m*n), c.x, m, c.w) {
 			t.Fatal("MatMulAdd ran without packed weights")
 		}
-		ds[0].PackWeight(c.w)
+		pack(t, ds[0], c.w)
 		for _, d := range ds {
 			t.Run(fmt.Sprintf("t%d/m%d_n%d_k%d", d.Threads(), m, n, k), func(t *testing.T) {
 				got := slices.Clone(base)
@@ -199,11 +209,11 @@ func TestMatMulGated(t *testing.T) {
 		if ds[0].MatMulGated(make([]float32, m*n), x, m, gate, up, false) {
 			t.Fatal("MatMulGated ran without packed weights")
 		}
-		ds[0].PackWeight(gate)
+		pack(t, ds[0], gate)
 		if ds[0].MatMulGated(make([]float32, m*n), x, m, gate, up, false) {
 			t.Fatal("MatMulGated ran with only the gate packed")
 		}
-		ds[0].PackWeight(up)
+		pack(t, ds[0], up)
 		for _, d := range ds {
 			for _, gelu := range []bool{false, true} {
 				t.Run(fmt.Sprintf("t%d/m%d_n%d_k%d/gelu=%v", d.Threads(), m, n, k, gelu), func(t *testing.T) {
