@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -238,4 +239,25 @@ func TestMatMulGated(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPackedMemoryLivesWithTheWeight: the packed copies live in memory of
+// their own that is released when it becomes unreachable; while the weight
+// is in use, collections must not take it away.
+func TestPackedMemoryLivesWithTheWeight(t *testing.T) {
+	ds := panelDevices(t)
+	r := rand.New(rand.NewSource(16))
+	c := newMatMulCase(r, gpu.BF16, 40, 100, 300)
+	pack(t, ds[1], c.w)
+	for i := 0; i < 3; i++ {
+		runtime.GC()
+	}
+	c.check(t, ds[1], 1e-5)
+	// Packs of weights dropped at once are released by the collector's
+	// cleanups, running meanwhile: the live weight's copy must not be.
+	for i := 0; i < 8; i++ {
+		pack(t, ds[1], makeWeight(r, gpu.BF16, 1024, 1024))
+		runtime.GC()
+	}
+	c.check(t, ds[1], 1e-5)
 }
