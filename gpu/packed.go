@@ -38,4 +38,7 @@ type FusedMatMul interface {
 	// SiLU or, when gelu, GELU (tanh approximation), as SiLUMul and
 	// GELUTanhMul compute it.
 	MatMulGated(dst, x []float32, m int, gate, up *Weight, gelu bool) bool
+	// MatMulMulti: dsts[i] = x·ws[i]ᵀ for weights of the same width, in one
+	// pass (q, k and v).
+	MatMulMulti(dsts [][]float32, x []float32, m int, ws []*Weight) bool
 }

@@ -126,6 +126,35 @@ func (d *Device) MatMulAdd(dst, x []float32, m int, w *gpu.Weight) bool {
 	return true
 }
 
+// MatMulMulti implements gpu.FusedMatMul: with packed weights (up to 4) and
+// at least 16 rows, the threads share out the panels of all of them in one
+// pass.
+func (d *Device) MatMulMulti(dsts [][]float32, x []float32, m int, ws []*gpu.Weight) bool {
+	if len(ws) == 0 || len(ws) > 4 || len(dsts) != len(ws) {
+		return false
+	}
+	var segs [4]C.tr_panel_seg
+	for i, w := range ws {
+		p := d.panels(w, m)
+		if p == nil || w.Cols != ws[0].Cols {
+			return false
+		}
+		d.checkMatMul("MatMulMulti", dsts[i], x, m, w)
+		segs[i] = C.tr_panel_seg{dst: fp(dsts[i]), w: (*C.uint16_t)(p), n: C.long(w.Rows), epi: C.TR_EPI_STORE}
+	}
+	// segs holds Go pointers (the dsts) that C reads: they must be pinned.
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	for _, dst := range dsts {
+		pin.Pin(unsafe.SliceData(dst))
+	}
+	d.lock()
+	C.tr_matmul_panels(d.ctx, fp(x), C.long(m), C.long(ws[0].Cols), C.int(len(ws)), &segs[0])
+	d.mu.Unlock()
+	runtime.KeepAlive(ws)
+	return true
+}
+
 // MatMulGated implements gpu.FusedMatMul: with packed gate and up weights
 // and at least 16 rows, each work item computes a tile of both and writes
 // the activated product, so neither projection is stored.

@@ -261,3 +261,51 @@ func TestPackedMemoryLivesWithTheWeight(t *testing.T) {
 	}
 	c.check(t, ds[1], 1e-5)
 }
+
+// TestMatMulMulti: one pass over several packed weights gives each dst the
+// same bits as its own MatMul.
+func TestMatMulMulti(t *testing.T) {
+	ds := panelDevices(t)
+	r := rand.New(rand.NewSource(17))
+	for _, s := range [][]int{{16, 17, 33, 5}, {100, 576, 576, 192, 192}, {45, 300, 31, 1, 64, 33}} {
+		m, k, ns := s[0], s[1], s[2:]
+		x := randSlice(r, m*k, 1)
+		var ws []*gpu.Weight
+		for _, n := range ns {
+			ws = append(ws, makeWeight(r, gpu.BF16, n, k))
+		}
+		dsts := make([][]float32, len(ws))
+		for i, w := range ws {
+			dsts[i] = make([]float32, m*w.Rows)
+		}
+		if ds[0].MatMulMulti(dsts, x, m, ws) {
+			t.Fatal("MatMulMulti ran without packed weights")
+		}
+		pack(t, ds[0], ws...)
+		for _, d := range ds {
+			t.Run(fmt.Sprintf("t%d/m%d_k%d_%v", d.Threads(), m, k, ns), func(t *testing.T) {
+				if !d.MatMulMulti(dsts, x, m, ws) {
+					t.Fatal("MatMulMulti refused packed weights")
+				}
+				for i, w := range ws {
+					want := make([]float32, m*w.Rows)
+					d.MatMul(want, x, m, w)
+					for e := range want {
+						if math.Float32bits(dsts[i][e]) != math.Float32bits(want[e]) {
+							t.Fatalf("weight %d: [%d] = %g, MatMul %g", i, e, dsts[i][e], want[e])
+						}
+					}
+				}
+			})
+		}
+		if ds[0].MatMulMulti(dsts[:1], x, m, ws) {
+			t.Error("MatMulMulti ran with fewer dsts than weights")
+		}
+	}
+	other := makeWeight(r, gpu.BF16, 8, 40)
+	w := makeWeight(r, gpu.BF16, 8, 41)
+	pack(t, ds[0], other, w)
+	if ds[0].MatMulMulti([][]float32{make([]float32, 16*8), make([]float32, 16*8)}, randSlice(r, 16*41, 1), 16, []*gpu.Weight{w, other}) {
+		t.Error("MatMulMulti ran weights of different widths")
+	}
+}
