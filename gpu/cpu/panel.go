@@ -96,8 +96,12 @@ func (d *Device) panels(w *gpu.Weight, m int) unsafe.Pointer {
 
 func (d *Device) checkMatMul(op string, dst, x []float32, m int, w *gpu.Weight) {
 	n, k := w.Rows, w.Cols
-	need(op+" x", len(x), m*k)
-	need(op+" dst", len(dst), m*n)
+	if len(x) < m*k {
+		need(op+" x", len(x), m*k)
+	}
+	if len(dst) < m*n {
+		need(op+" dst", len(dst), m*n)
+	}
 	if n <= 0 || k <= 0 || len(w.Data) < n*k*w.DType.Size() || w.DType.Size() == 0 {
 		panic(fmt.Sprintf("gpu/cpu: %s: bad weight %v %dx%d with %d bytes", op, w.DType, n, k, len(w.Data)))
 	}

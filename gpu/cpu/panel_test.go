@@ -309,3 +309,19 @@ func TestMatMulMulti(t *testing.T) {
 		t.Error("MatMulMulti ran weights of different widths")
 	}
 }
+
+// TestMatMulDoesNotAllocate: the checks on every call (decode makes hundreds
+// a step) allocate nothing.
+func TestMatMulDoesNotAllocate(t *testing.T) {
+	d, err := New(Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	r := rand.New(rand.NewSource(18))
+	w := makeWeight(r, gpu.BF16, 64, 64)
+	x, dst := randSlice(r, 64, 1), make([]float32, 64)
+	if n := testing.AllocsPerRun(100, func() { d.MatMul(dst, x, 1, w) }); n != 0 {
+		t.Errorf("MatMul allocates %v times a call", n)
+	}
+}
