@@ -84,7 +84,7 @@ func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceDat
 
 // panels returns w's panel copy when a matmul of m rows should use it.
 func (d *Device) panels(w *gpu.Weight, m int) unsafe.Pointer {
-	if m < panelMinRows || d.fast || d.noPanels || w.DType != gpu.BF16 {
+	if w == nil || m < panelMinRows || d.fast || d.noPanels || w.DType != gpu.BF16 {
 		return nil
 	}
 	p := w.Packed()
