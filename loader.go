@@ -179,7 +179,11 @@ func (l *dirLoader) LoadModel(ctx context.Context, phase func(string)) (model.Mo
 		return nil, nil, nil, err
 	}
 	phase("packing weights")
-	if n := model.PackWeights(m, dev); n > 0 {
+	if n, err := model.PackWeights(m, dev); err != nil {
+		dev.Close()
+		m.Close()
+		return nil, nil, nil, err
+	} else if n > 0 {
 		l.opts.Logger.Debug("weights packed for the prefill kernels", "bytes", kvcache.FormatBytes(n))
 	}
 	pool, err := newPool(m, l.opts)

@@ -50,6 +50,14 @@ func (d *timedDevice) MatMulGated(dst, x []float32, m int, g, u *gpu.Weight, gel
 	f, ok := d.Device.(gpu.FusedMatMul)
 	return ok && f.MatMulGated(dst, x, m, g, u, gelu)
 }
+func (d *timedDevice) MatMulMulti(dsts [][]float32, x []float32, m int, ws []*gpu.Weight) bool {
+	defer d.add(fmt.Sprintf("matmul multi %d weights x%d m%d", len(ws), ws[0].Cols, m), d.clock())
+	f, ok := d.Device.(gpu.FusedMatMul)
+	return ok && f.MatMulMulti(dsts, x, m, ws)
+}
+
+var _ gpu.FusedMatMul = (*timedDevice)(nil)
+
 func (d *timedDevice) Embed(dst []float32, w *gpu.Weight, ids []int32) {
 	defer d.add("embed", d.clock())
 	d.Device.Embed(dst, w, ids)
@@ -89,7 +97,9 @@ func BenchmarkPrefillOps(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Cleanup(dev.Close)
-		model.PackWeights(m, dev)
+		if _, err := model.PackWeights(m, dev); err != nil {
+			b.Fatal(err)
+		}
 		td := &timedDevice{Device: dev, t: map[string]time.Duration{}, cpuTime: th == 1}
 		b.Run("threads"+strconv.Itoa(th), func(b *testing.B) {
 			runtime.LockOSThread()

@@ -8,6 +8,9 @@ type Packed struct {
 	Layout string
 	// Data holds the packed values.
 	Data []byte
+	// Owner keeps the memory behind Data alive when it is not Go memory
+	// (the backend frees it once Owner is unreachable); nil otherwise.
+	Owner any
 }
 
 // Packed returns the weight's packed copy, or nil.
@@ -17,11 +20,12 @@ func (w *Weight) Packed() *Packed { return w.packed.Load() }
 // Only a backend that made p from w's own values may set it.
 func (w *Weight) SetPacked(p *Packed) { w.packed.Store(p) }
 
-// Packer is a Device that can pack weights ahead of time. PackWeight attaches
-// a packed copy to w when the device's kernels gain from one (it may leave w
-// as it is) and reports the bytes it added.
+// Packer is a Device that can pack weights ahead of time. PackWeights
+// attaches a packed copy to each weight its kernels gain from (leaving the
+// others, and weights it packed before, as they are) and reports the bytes
+// it added. A batch may share one allocation.
 type Packer interface {
-	PackWeight(w *Weight) int64
+	PackWeights(ws []*Weight) (int64, error)
 }
 
 // FusedMatMul is a Device that can fold the operation around a matmul into
@@ -34,4 +38,7 @@ type FusedMatMul interface {
 	// SiLU or, when gelu, GELU (tanh approximation), as SiLUMul and
 	// GELUTanhMul compute it.
 	MatMulGated(dst, x []float32, m int, gate, up *Weight, gelu bool) bool
+	// MatMulMulti: dsts[i] = x·ws[i]ᵀ for weights of the same width, in one
+	// pass (q, k and v).
+	MatMulMulti(dsts [][]float32, x []float32, m int, ws []*Weight) bool
 }

@@ -29,6 +29,7 @@ type workspace struct {
 	moeIn, moeOut      []float32
 	moeRows            []int32
 	fused              []float32 // output of a joined projection before the split
+	dsts               [][]float32
 }
 
 type ropeTable struct {
@@ -208,6 +209,7 @@ func splitRows(src []float32, rows int, dsts [][]float32, widths []int) {
 type attention struct {
 	wqkv                    *gpu.Weight // q, k and v rows joined (views below share it)
 	wq, wk, wv, wo          *gpu.Weight
+	qkv                     []*gpu.Weight // wq, wk, wv
 	bq, bk, bv, bo          []float32
 	qNorm, kNorm            []float32 // per-head RMSNorm before RoPE (Qwen3, Gemma 3)
 	heads, kvHeads, headDim int
@@ -233,6 +235,7 @@ func loadAttention(w *Weights, prefix string, a attention, hidden int, fused, qk
 			w.mapped(prefix+"k_proj.weight", KV, hidden), w.mapped(prefix+"v_proj.weight", KV, hidden))
 		a.wq, a.wk, a.wv = views[0], views[1], views[2]
 	}
+	a.qkv = []*gpu.Weight{a.wq, a.wk, a.wv}
 	a.wo = w.Matrix(prefix+"o_proj.weight", hidden, Q)
 	if qkvBias {
 		a.bq = w.Vector(prefix+"q_proj.bias", Q)
@@ -295,7 +298,10 @@ func (a *attention) attend(dev gpu.Device, ws *workspace, kv *gpu.KVLayer, in []
 	Q, KV := a.heads*D, a.kvHeads*D
 	ws.q, ws.att = grow(ws.q, T*Q), grow(ws.att, T*Q)
 	ws.k, ws.v = grow(ws.k, T*KV), grow(ws.v, T*KV)
-	if a.wqkv != nil && T <= fuseRows {
+	ws.dsts = append(ws.dsts[:0], ws.q, ws.k, ws.v)
+	if f, ok := dev.(gpu.FusedMatMul); ok && f.MatMulMulti(ws.dsts, in, T, a.qkv) {
+		// one pass over the three projections
+	} else if a.wqkv != nil && T <= fuseRows {
 		ws.fused = grow(ws.fused, T*(Q+2*KV))
 		dev.MatMul(ws.fused, in, T, a.wqkv)
 		splitRows(ws.fused, T, [][]float32{ws.q, ws.k, ws.v}, []int{Q, KV, KV})

@@ -1,6 +1,10 @@
 package model
 
-import "github.com/troupe-ai/troupe/gpu"
+import (
+	"fmt"
+
+	"github.com/troupe-ai/troupe/gpu"
+)
 
 // prefillWeights is implemented by models that can list the weights they
 // multiply whole prompts by.
@@ -15,18 +19,16 @@ type prefillWeights interface {
 // bytes the packed copies add. Weights already packed are left alone, so it
 // may be called more than once; models without such a list are left as
 // they are.
-func PackWeights(m Model, p gpu.Packer) int64 {
+func PackWeights(m Model, p gpu.Packer) (int64, error) {
 	pw, ok := m.(prefillWeights)
 	if !ok {
-		return 0
+		return 0, nil
 	}
-	var n int64
-	for _, w := range pw.prefillWeights() {
-		if w != nil {
-			n += p.PackWeight(w)
-		}
+	n, err := p.PackWeights(pw.prefillWeights())
+	if err != nil {
+		return 0, fmt.Errorf("model: packing weights: %w", err)
 	}
-	return n
+	return n, nil
 }
 
 func (d *decoder) prefillWeights() []*gpu.Weight {

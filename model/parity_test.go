@@ -87,9 +87,12 @@ func backends(t *testing.T) []backend {
 }
 
 // use readies b for m: it packs m's weights when b asks for it.
-func (b backend) use(m model.Model) gpu.Device {
+func (b backend) use(t *testing.T, m model.Model) gpu.Device {
+	t.Helper()
 	if p, ok := b.dev.(gpu.Packer); ok && b.pack {
-		model.PackWeights(m, p)
+		if _, err := model.PackWeights(m, p); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return b.dev
 }
@@ -138,7 +141,7 @@ func TestParity(t *testing.T) {
 			}
 			for _, b := range backends(t) {
 				t.Run(b.name, func(t *testing.T) {
-					dev := b.use(m)
+					dev := b.use(t, m)
 					checkPromptLogits(t, m, dev, refs, want)
 					checkGreedy(t, m, dev, refs)
 					checkChunked(t, m, dev, refs)
@@ -291,7 +294,7 @@ func TestStories260k(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := engine.Generate(context.Background(), m, b.use(m), pool, reqs, engine.Options{})
+			res, err := engine.Generate(context.Background(), m, b.use(t, m), pool, reqs, engine.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -71,7 +71,7 @@ func TestConfigVariants(t *testing.T) {
 			devs := backends(t)
 			var first []float32
 			for _, b := range devs {
-				dev := b.use(m)
+				dev := b.use(t, m)
 				full := lastLogits(t, m, dev, [][]int32{prompt})
 				split := lastLogits(t, m, dev, [][]int32{prompt[:7], prompt[7:11], prompt[11:]})
 				if d := maxAbsDiff(full, split); d > 1e-4 && !v.chunkDependent {

@@ -106,7 +106,9 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	defer dev.Close()
 	// Setup that a server does once, before the timed run: weights packed
 	// for the prefill kernels, step buffers and KV pool (below) committed.
-	model.PackWeights(m, dev)
+	if _, err := model.PackWeights(m, dev); err != nil {
+		return err
+	}
 	model.Reserve(m, len(ids))
 
 	params := sample.Params{

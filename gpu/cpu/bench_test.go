@@ -31,7 +31,7 @@ func BenchmarkMatMul(b *testing.B) {
 		name string
 		dt   gpu.DType
 		opts Options
-		pack bool // weights packed at load (PackWeight)
+		pack bool // weights packed at load (PackWeights)
 	}{
 		{"bf16packed", gpu.BF16, Options{}, true},
 		{"f32", gpu.F32, Options{}, false},
@@ -52,7 +52,9 @@ func BenchmarkMatMul(b *testing.B) {
 		for _, s := range benchShapes {
 			w := benchWeight(md.dt, s.n, s.k)
 			if md.pack {
-				d.PackWeight(w)
+				if _, err := d.PackWeights([]*gpu.Weight{w}); err != nil {
+					b.Fatal(err)
+				}
 			}
 			for _, m := range []int{1, 8, 512} {
 				x := randSlice(rand.New(rand.NewSource(1)), m*s.k, 1)

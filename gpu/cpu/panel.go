@@ -8,6 +8,7 @@ import "C"
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"unsafe"
 
 	"github.com/troupe-ai/troupe/gpu"
@@ -26,44 +27,68 @@ var (
 	_ gpu.FusedMatMul = (*Device)(nil)
 )
 
-// PackWeight implements gpu.Packer. On the avx512bf16 kernels it gives a
-// BF16 weight a copy in the panel layout of the prefill matmul (the same
-// bytes as the weight, rounded up to whole panels of 32 rows), so that
-// prefill matmuls read it as it is instead of transposing and widening
-// every panel on every call. Other weights and kernel sets are left alone,
-// and so are all weights on a FastBF16 device (its prefill kernel reads them
-// as they are).
-func (d *Device) PackWeight(w *gpu.Weight) int64 {
-	if d.fast || d.noPanels || w.DType != gpu.BF16 || w.Rows <= 0 || w.Cols <= 0 || len(w.Data) < w.Rows*w.Cols*2 {
-		return 0
-	}
-	if p := w.Packed(); p != nil && p.Layout == panelLayout {
-		return 0
+// PackWeights implements gpu.Packer. On the avx512bf16 kernels it gives
+// each BF16 weight a copy in the panel layout of the prefill matmul (the
+// same bytes as the weight, rounded up to whole panels of 32 rows), so that
+// prefill matmuls read it as it is instead of transposing and widening every
+// panel on every call. The copies of one call share one mapping, advised for
+// 2 MiB pages. Other weights and kernel sets are left alone, and so are all
+// weights on a FastBF16 device (its prefill kernel reads them as they are).
+func (d *Device) PackWeights(ws []*gpu.Weight) (int64, error) {
+	if d.fast || d.noPanels {
+		return 0, nil
 	}
 	d.lock()
 	defer d.mu.Unlock()
 	if C.tr_panel_supported(d.ctx) == 0 {
-		return 0
+		return 0, nil
 	}
-	n := int(C.tr_panel_bytes(C.long(w.Rows), C.long(w.Cols)))
-	// Aligned to a cache line: the kernel loads 64 bytes per k.
-	buf := make([]byte, n+64)
-	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(buf))) & 63)
-	buf = buf[off : off+n : off+n]
-	C.tr_panel_pack(d.ctx, (*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(buf))),
-		(*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(w.Data))), C.long(w.Rows), C.long(w.Cols))
-	runtime.KeepAlive(w)
-	w.SetPacked(&gpu.Packed{Layout: panelLayout, Data: buf})
-	return int64(n)
+	var todo []*gpu.Weight
+	total := 0
+	for _, w := range ws {
+		if w == nil || w.DType != gpu.BF16 || w.Rows <= 0 || w.Cols <= 0 || len(w.Data) < w.Rows*w.Cols*2 ||
+			slices.Contains(todo, w) {
+			continue
+		}
+		if p := w.Packed(); p != nil && p.Layout == panelLayout {
+			continue
+		}
+		todo = append(todo, w)
+		total += panelBytes(w)
+	}
+	if total == 0 {
+		return 0, nil
+	}
+	arena, err := newPanelArena(total)
+	if err != nil {
+		return 0, err
+	}
+	off := 0
+	for _, w := range todo {
+		n := panelBytes(w)
+		buf := arena.buf[off : off+n : off+n]
+		off += n
+		C.tr_panel_pack(d.ctx, (*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(buf))),
+			(*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(w.Data))), C.long(w.Rows), C.long(w.Cols))
+		runtime.KeepAlive(w)
+		w.SetPacked(&gpu.Packed{Layout: panelLayout, Data: buf, Owner: arena})
+	}
+	return int64(total), nil
 }
+
+// panelBytes is the size of w's panel copy: whole panels, each 64 bytes per
+// k (a multiple of 64, so that the copies of a batch stay aligned).
+func panelBytes(w *gpu.Weight) int { return int(C.tr_panel_bytes(C.long(w.Rows), C.long(w.Cols))) }
+
+func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
 
 // panels returns w's panel copy when a matmul of m rows should use it.
 func (d *Device) panels(w *gpu.Weight, m int) unsafe.Pointer {
-	if m < panelMinRows || d.fast || d.noPanels || w.DType != gpu.BF16 {
+	if w == nil || m < panelMinRows || d.fast || d.noPanels || w.DType != gpu.BF16 {
 		return nil
 	}
 	p := w.Packed()
-	if p == nil || p.Layout != panelLayout || len(p.Data) != int(C.tr_panel_bytes(C.long(w.Rows), C.long(w.Cols))) {
+	if p == nil || p.Layout != panelLayout || len(p.Data) != panelBytes(w) {
 		return nil
 	}
 	return unsafe.Pointer(unsafe.SliceData(p.Data))
@@ -71,8 +96,12 @@ func (d *Device) panels(w *gpu.Weight, m int) unsafe.Pointer {
 
 func (d *Device) checkMatMul(op string, dst, x []float32, m int, w *gpu.Weight) {
 	n, k := w.Rows, w.Cols
-	need(op+" x", len(x), m*k)
-	need(op+" dst", len(dst), m*n)
+	if len(x) < m*k {
+		need(op+" x", len(x), m*k)
+	}
+	if len(dst) < m*n {
+		need(op+" dst", len(dst), m*n)
+	}
 	if n <= 0 || k <= 0 || len(w.Data) < n*k*w.DType.Size() || w.DType.Size() == 0 {
 		panic(fmt.Sprintf("gpu/cpu: %s: bad weight %v %dx%d with %d bytes", op, w.DType, n, k, len(w.Data)))
 	}
@@ -98,6 +127,35 @@ func (d *Device) MatMulAdd(dst, x []float32, m int, w *gpu.Weight) bool {
 	}
 	d.checkMatMul("MatMulAdd", dst, x, m, w)
 	d.matMulPanel(dst, x, m, w, nil, p, nil, C.TR_EPI_ADD)
+	return true
+}
+
+// MatMulMulti implements gpu.FusedMatMul: with packed weights (up to 4) and
+// at least 16 rows, the threads share out the panels of all of them in one
+// pass.
+func (d *Device) MatMulMulti(dsts [][]float32, x []float32, m int, ws []*gpu.Weight) bool {
+	if len(ws) == 0 || len(ws) > 4 || len(dsts) != len(ws) {
+		return false
+	}
+	var segs [4]C.tr_panel_seg
+	for i, w := range ws {
+		p := d.panels(w, m)
+		if p == nil || w.Cols != ws[0].Cols {
+			return false
+		}
+		d.checkMatMul("MatMulMulti", dsts[i], x, m, w)
+		segs[i] = C.tr_panel_seg{dst: fp(dsts[i]), w: (*C.uint16_t)(p), n: C.long(w.Rows), epi: C.TR_EPI_STORE}
+	}
+	// segs holds Go pointers (the dsts) that C reads: they must be pinned.
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	for _, dst := range dsts {
+		pin.Pin(unsafe.SliceData(dst))
+	}
+	d.lock()
+	C.tr_matmul_panels(d.ctx, fp(x), C.long(m), C.long(ws[0].Cols), C.int(len(ws)), &segs[0])
+	d.mu.Unlock()
+	runtime.KeepAlive(ws)
 	return true
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -29,7 +30,17 @@ func panelDevices(t *testing.T) []*Device {
 	return ds
 }
 
-func TestPackWeight(t *testing.T) {
+// pack packs ws on d, failing the test on an error.
+func pack(t testing.TB, d *Device, ws ...*gpu.Weight) int64 {
+	t.Helper()
+	n, err := d.PackWeights(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestPackWeights(t *testing.T) {
 	r := rand.New(rand.NewSource(11))
 	if slices.Contains(Supported(), "avx512bf16") {
 		d, err := New(Options{Kernels: "avx512bf16", FastBF16: true})
@@ -37,7 +48,7 @@ func TestPackWeight(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer d.Close()
-		if n := d.PackWeight(makeWeight(r, gpu.BF16, 33, 17)); n != 0 {
+		if n := pack(t, d, makeWeight(r, gpu.BF16, 33, 17)); n != 0 {
 			t.Errorf("a FastBF16 device packed %d bytes it would never read", n)
 		}
 	}
@@ -49,18 +60,18 @@ func TestPackWeight(t *testing.T) {
 		defer d.Close()
 		for _, dt := range []gpu.DType{gpu.F32, gpu.BF16, gpu.F16} {
 			w := makeWeight(r, dt, 33, 17)
-			got := d.PackWeight(w)
+			got := pack(t, d, w)
 			want := int64(0)
 			if k == "avx512bf16" && dt == gpu.BF16 {
 				want = 2 * 17 * 64 // two panels of 32 rows, 64 bytes per k
 			}
 			if got != want || (w.Packed() != nil) != (want > 0) {
-				t.Fatalf("%s %v: PackWeight added %d bytes (packed %v), want %d", k, dt, got, w.Packed() != nil, want)
+				t.Fatalf("%s %v: PackWeights added %d bytes (packed %v), want %d", k, dt, got, w.Packed() != nil, want)
 			}
 			if want > 0 {
 				checkPanelLayout(t, w)
 			}
-			if again := d.PackWeight(w); again != 0 {
+			if again := pack(t, d, w); again != 0 {
 				t.Fatalf("%s %v: packing twice added %d bytes", k, dt, again)
 			}
 		}
@@ -114,7 +125,7 @@ func TestMatMulPanels(t *testing.T) {
 					continue
 				}
 				c := newMatMulCase(r, gpu.BF16, m, n, k)
-				ds[0].PackWeight(c.w)
+				pack(t, ds[0], c.w)
 				for _, d := range ds {
 					t.Run(fmt.Sprintf("t%d/m%d_n%d_k%d", d.Threads(), m, n, k), func(t *testing.T) {
 						c.check(t, d, 1e-5)
@@ -142,7 +153,7 @@ func TestMatMulPanelsSameAsPerCall(t *testing.T) {
 		x := randSlice(r, m*k, 1)
 		want := make([]float32, m*n)
 		old.MatMul(want, x, m, w)
-		ds[1].PackWeight(w)
+		pack(t, ds[1], w)
 		got := make([]float32, m*n)
 		ds[1].MatMul(got, x, m, w)
 		for i := range want {
@@ -163,7 +174,7 @@ func TestMatMulAdd(t *testing.T) {
 		if ds[0].MatMulAdd(make([]float32, m*n), c.x, m, c.w) {
 			t.Fatal("MatMulAdd ran without packed weights")
 		}
-		ds[0].PackWeight(c.w)
+		pack(t, ds[0], c.w)
 		for _, d := range ds {
 			t.Run(fmt.Sprintf("t%d/m%d_n%d_k%d", d.Threads(), m, n, k), func(t *testing.T) {
 				got := slices.Clone(base)
@@ -199,11 +210,11 @@ func TestMatMulGated(t *testing.T) {
 		if ds[0].MatMulGated(make([]float32, m*n), x, m, gate, up, false) {
 			t.Fatal("MatMulGated ran without packed weights")
 		}
-		ds[0].PackWeight(gate)
+		pack(t, ds[0], gate)
 		if ds[0].MatMulGated(make([]float32, m*n), x, m, gate, up, false) {
 			t.Fatal("MatMulGated ran with only the gate packed")
 		}
-		ds[0].PackWeight(up)
+		pack(t, ds[0], up)
 		for _, d := range ds {
 			for _, gelu := range []bool{false, true} {
 				t.Run(fmt.Sprintf("t%d/m%d_n%d_k%d/gelu=%v", d.Threads(), m, n, k, gelu), func(t *testing.T) {
@@ -227,5 +238,90 @@ func TestMatMulGated(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestPackedMemoryLivesWithTheWeight: the packed copies live in memory of
+// their own that is released when it becomes unreachable; while the weight
+// is in use, collections must not take it away.
+func TestPackedMemoryLivesWithTheWeight(t *testing.T) {
+	ds := panelDevices(t)
+	r := rand.New(rand.NewSource(16))
+	c := newMatMulCase(r, gpu.BF16, 40, 100, 300)
+	pack(t, ds[1], c.w)
+	for i := 0; i < 3; i++ {
+		runtime.GC()
+	}
+	c.check(t, ds[1], 1e-5)
+	// Packs of weights dropped at once are released by the collector's
+	// cleanups, running meanwhile: the live weight's copy must not be.
+	for i := 0; i < 8; i++ {
+		pack(t, ds[1], makeWeight(r, gpu.BF16, 1024, 1024))
+		runtime.GC()
+	}
+	c.check(t, ds[1], 1e-5)
+}
+
+// TestMatMulMulti: one pass over several packed weights gives each dst the
+// same bits as its own MatMul.
+func TestMatMulMulti(t *testing.T) {
+	ds := panelDevices(t)
+	r := rand.New(rand.NewSource(17))
+	for _, s := range [][]int{{16, 17, 33, 5}, {100, 576, 576, 192, 192}, {45, 300, 31, 1, 64, 33}} {
+		m, k, ns := s[0], s[1], s[2:]
+		x := randSlice(r, m*k, 1)
+		var ws []*gpu.Weight
+		for _, n := range ns {
+			ws = append(ws, makeWeight(r, gpu.BF16, n, k))
+		}
+		dsts := make([][]float32, len(ws))
+		for i, w := range ws {
+			dsts[i] = make([]float32, m*w.Rows)
+		}
+		if ds[0].MatMulMulti(dsts, x, m, ws) {
+			t.Fatal("MatMulMulti ran without packed weights")
+		}
+		pack(t, ds[0], ws...)
+		for _, d := range ds {
+			t.Run(fmt.Sprintf("t%d/m%d_k%d_%v", d.Threads(), m, k, ns), func(t *testing.T) {
+				if !d.MatMulMulti(dsts, x, m, ws) {
+					t.Fatal("MatMulMulti refused packed weights")
+				}
+				for i, w := range ws {
+					want := make([]float32, m*w.Rows)
+					d.MatMul(want, x, m, w)
+					for e := range want {
+						if math.Float32bits(dsts[i][e]) != math.Float32bits(want[e]) {
+							t.Fatalf("weight %d: [%d] = %g, MatMul %g", i, e, dsts[i][e], want[e])
+						}
+					}
+				}
+			})
+		}
+		if ds[0].MatMulMulti(dsts[:1], x, m, ws) {
+			t.Error("MatMulMulti ran with fewer dsts than weights")
+		}
+	}
+	other := makeWeight(r, gpu.BF16, 8, 40)
+	w := makeWeight(r, gpu.BF16, 8, 41)
+	pack(t, ds[0], other, w)
+	if ds[0].MatMulMulti([][]float32{make([]float32, 16*8), make([]float32, 16*8)}, randSlice(r, 16*41, 1), 16, []*gpu.Weight{w, other}) {
+		t.Error("MatMulMulti ran weights of different widths")
+	}
+}
+
+// TestMatMulDoesNotAllocate: the checks on every call (decode makes hundreds
+// a step) allocate nothing.
+func TestMatMulDoesNotAllocate(t *testing.T) {
+	d, err := New(Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	r := rand.New(rand.NewSource(18))
+	w := makeWeight(r, gpu.BF16, 64, 64)
+	x, dst := randSlice(r, 64, 1), make([]float32, 64)
+	if n := testing.AllocsPerRun(100, func() { d.MatMul(dst, x, 1, w) }); n != 0 {
+		t.Errorf("MatMul allocates %v times a call", n)
 	}
 }

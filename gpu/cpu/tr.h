@@ -35,6 +35,15 @@ size_t tr_panel_bytes(long n, long k);
 void tr_panel_pack(tr_ctx *c, uint16_t *dst, const uint16_t *w, long n, long k);
 void tr_matmul_panel(tr_ctx *c, float *dst, const float *x, long m, const uint16_t *w, const uint16_t *w2, long n,
 		     long k, int epi);
+/* One x (m rows of k) against several packed weights, each into its own dst
+ * (n columns): one pass of the threads. At most 4 segments. */
+typedef struct {
+	float *dst;
+	const uint16_t *w, *w2;
+	long n;
+	int epi;
+} tr_panel_seg;
+void tr_matmul_panels(tr_ctx *c, const float *x, long m, long k, int nseg, const tr_panel_seg *seg);
 
 void tr_embed(float *dst, const void *w, int dtype, long cols, const int32_t *ids, long nids);
 void tr_rmsnorm(tr_ctx *c, float *dst, const float *x, const float *w, long rows, long n, float eps, int unit);
