@@ -32,12 +32,6 @@ typedef struct {
 	char pad[48];
 } scratch_t;
 
-/* The matmul that followed one with weights w last time (see succ_record). */
-typedef struct {
-	const void *w, *next;
-	long n, k, esz;
-} mm_succ;
-#define TR_SUCC 256
 
 struct tr_ctx {
 	const tr_kernels *k;
@@ -45,9 +39,6 @@ struct tr_ctx {
 	int fast_bf16, mm_mode;
 	int attn_mode; /* TR_ATTN_* */
 	int mm_sched;  /* decode matmul scheduling: 0 regions per thread, 1 shared counter (benchmarks) */
-	long pf_next;  /* bytes of the next decode matmul each thread prefetches (0: none) */
-	const void *succ_last;
-	mm_succ succ[TR_SUCC];
 	pthread_t *th;
 	_Atomic uint32_t gen;
 	_Atomic int pending;
@@ -267,31 +258,6 @@ static void mm_worker(void *p, int tid, int nth) {
 	}
 }
 
-/* ---- successors of decode matmuls ----
- *
- * Decode steps run the same matmuls in the same order every token, so the
- * weights a matmul used last time it followed this one predict the next
- * call; mm_regions prefetches them. A small table indexed by a hash of the
- * weight pointer; a collision just loses a prediction. */
-static size_t succ_slot(const void *w) { return (size_t)(((uintptr_t)w >> 6) * 0x9E3779B97F4A7C15ull >> 56) & (TR_SUCC - 1); }
-
-static void succ_record(tr_ctx *c, const void *w, long n, long k, int dtype) {
-	if (c->succ_last) {
-		mm_succ *e = &c->succ[succ_slot(c->succ_last)];
-		e->w = c->succ_last;
-		e->next = w;
-		e->n = n;
-		e->k = k;
-		e->esz = dtype == TR_F32 ? 4 : 2;
-	}
-	c->succ_last = w;
-}
-
-static const mm_succ *succ_next(tr_ctx *c, const void *w) {
-	const mm_succ *e = &c->succ[succ_slot(w)];
-	return e->w == w ? e : NULL;
-}
-
 /* ---- decode matmul: one region of rows per thread, with stealing ----
  *
  * A decode matmul (m < 16) streams its weights from memory once. Each thread
@@ -315,11 +281,6 @@ typedef struct {
 	tr_mm_args a;
 	long minu, maxu; /* chunk bounds in units */
 	int nreg;
-	/* The matmul expected next (see mm_succ): each thread prefetches the
-	 * start of its region there while the others finish this one. */
-	const char *pf;
-	long pf_rowb, pf_units, pf_bytes;
-	_Atomic int busy; /* threads still taking chunks */
 	mm_region reg[MMR_MAXTH];
 } mmr_job;
 
@@ -349,24 +310,6 @@ static int mmr_take(mmr_job *j, int r, int own, long *u0, long *u1) {
 	}
 }
 
-/* Prefetches the start of this thread's region of the next matmul, 4 KB at
- * a time, for as long as other threads are still working on this one. */
-static void mmr_prefetch_next(mmr_job *j, int tid, int nth) {
-	int left = atomic_fetch_sub_explicit(&j->busy, 1, memory_order_relaxed) - 1;
-	if (!j->pf || left == 0)
-		return;
-	const char *p = j->pf + (j->pf_units * tid / nth) * MMR_UNIT * j->pf_rowb;
-	const char *end = p + j->pf_bytes;
-	const char *lim = j->pf + ((j->pf_units * (tid + 1) / nth) * MMR_UNIT) * j->pf_rowb;
-	if (end > lim)
-		end = lim;
-	while (p < end && atomic_load_explicit(&j->busy, memory_order_relaxed) > 0) {
-		const char *e = p + 4096 < end ? p + 4096 : end;
-		for (; p < e; p += 64)
-			__builtin_prefetch(p, 0, 3);
-	}
-}
-
 static void mmr_worker(void *p, int tid, int nth) {
 	mmr_job *j = p;
 	(void)nth;
@@ -388,11 +331,10 @@ static void mmr_worker(void *p, int tid, int nth) {
 			}
 		}
 		if (best < 0)
-			break;
+			return;
 		if (mmr_take(j, best, 0, &u0, &u1))
 			j->c->k->mm(&j->a, u0 * MMR_UNIT, u1 * MMR_UNIT < n ? u1 * MMR_UNIT : n, s);
 	}
-	mmr_prefetch_next(j, tid, nth);
 }
 
 static void mm_regions(tr_ctx *c, const tr_mm_args *a, int nth) {
@@ -409,14 +351,6 @@ static void mm_regions(tr_ctx *c, const tr_mm_args *a, int nth) {
 	for (int t = 0; t < nth; t++) {
 		uint64_t f = (uint64_t)(units * t / nth), b = (uint64_t)(units * (t + 1) / nth);
 		atomic_init(&j.reg[t].fb, f | b << 32);
-	}
-	atomic_init(&j.busy, nth);
-	const mm_succ *nx = succ_next(c, a->w);
-	if (nx && c->pf_next > 0) {
-		j.pf = nx->next;
-		j.pf_rowb = nx->k * nx->esz;
-		j.pf_units = (nx->n + MMR_UNIT - 1) / MMR_UNIT;
-		j.pf_bytes = c->pf_next;
 	}
 	run(c, mmr_worker, &j, nth);
 }
@@ -550,8 +484,6 @@ void tr_matmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, int
 		j.a.xl = c->xb + (size_t)m * (size_t)k;
 		run(c, xconv_worker, &j, m * k >= 16384 ? nth : 1);
 	}
-	if (m < 16)
-		succ_record(c, w, n, k, dtype);
 	if (m < 16 && nth > 1 && nth <= MMR_MAXTH && c->mm_sched == 0 && n / MMR_UNIT < 0xffffffffL) {
 		mm_regions(c, &j.a, nth);
 		return;
@@ -860,7 +792,6 @@ static void attn_worker(void *p, int tid, int nth) {
 
 void tr_set_attn_mode(tr_ctx *c, int mode) { c->attn_mode = mode; }
 void tr_set_mm_sched(tr_ctx *c, int sched) { c->mm_sched = sched; }
-void tr_set_pf_next(tr_ctx *c, long bytes) { c->pf_next = bytes; }
 
 /* Query rows (positions x heads of a KV group) from which the tiled kernel
  * beats the per-head one. It reads K and V once per group where the per-head
@@ -977,10 +908,16 @@ void tr_attention(tr_ctx *c, float *out, const float *q, const float *K, const f
 		nth = 1;
 	/* Decode sequences split their keys into parts when the call has too
 	 * few items to keep the threads busy (one sequence with 3 KV heads on 2
-	 * threads): about 4 items per thread, parts of at least DEC_MIN_KEYS. */
+	 * threads): at least 2 items per thread, a whole number of items per
+	 * thread when the call is decode alone (3 heads x 2 parts on 2 threads),
+	 * parts of at least DEC_MIN_KEYS. */
 	long dsplit = 1;
-	if (nth > 1 && ndec > 0 && ndec * kvheads + nother < 4L * nth)
-		dsplit = (4L * nth + ndec * kvheads - 1) / (ndec * kvheads);
+	if (nth > 1 && ndec > 0 && ndec * kvheads + nother < 2L * nth) {
+		long groups = ndec * kvheads;
+		dsplit = (2L * nth + groups - 1) / groups;
+		while (nother == 0 && (groups * dsplit) % nth != 0 && dsplit < 2L * nth)
+			dsplit++;
+	}
 	long nparts = 0, ncnt = 0;
 	size_t sb = 0;
 	long total = attn_layout(&j, dsplit, &nparts, &ncnt, &sb);
