@@ -683,9 +683,9 @@ typedef struct {
 	long nqb;   /* query blocks */
 	int flash;  /* tiled kernel: items are (query block, KV head, head sub-group) */
 	int gs, ngs; /* flash: heads per item, sub-groups per KV group */
-	int dec;     /* decode kernel: items are (KV head, part of the keys) */
+	int dec;     /* decode kernel: items are parts of the keys, all heads */
 	long splits; /* dec: parts of the keys */
-	long pbase;  /* dec with splits > 1: first partial result, and first counter */
+	long pbase;  /* dec with splits > 1: first partial result, and its counter */
 	long cbase;
 } attn_plan;
 
@@ -698,34 +698,28 @@ typedef struct {
 	_Atomic long next;
 } attn_job;
 
-/* Decode attention of one (sequence, KV head) from its parts: per head, the
- * parts' sums of exp(s - m_p) V rescaled to the largest m_p. */
-static void dec_merge(const tr_attn_args *a, const tr_seq *s, int kvh, const float *part, long splits) {
-	const long hd = a->hd, G = a->heads / a->kvheads, stride = G * (hd + 2);
-	float *out = a->out + s->row * (long)a->heads * hd + (long)kvh * G * hd;
-	for (long g = 0; g < G; g++) {
-		const float *p0 = part + g * (hd + 2);
+/* Decode attention of one sequence from its parts: per head, the parts'
+ * sums of exp(s - m_p) V rescaled to the largest m_p. */
+static void dec_merge(const tr_attn_args *a, const tr_seq *s, const float *part, long splits) {
+	const long hd = a->hd, H = a->heads, stride = H * (hd + 2);
+	float *out = a->out + s->row * H * hd;
+	for (long h = 0; h < H; h++) {
+		const float *p0 = part + h * (hd + 2);
 		float m = p0[0];
 		for (long p = 1; p < splits; p++)
 			m = p0[p * stride] > m ? p0[p * stride] : m;
-		float l = 0, wt[64];
-		float *o = out + g * hd;
+		float l = 0;
+		float *o = out + h * hd;
 		for (long d = 0; d < hd; d++)
 			o[d] = 0;
-		for (long p0i = 0; p0i < splits; p0i += 64) {
-			long pn = splits - p0i < 64 ? splits - p0i : 64;
-			for (long p = 0; p < pn; p++) {
-				const float *pp = p0 + (p0i + p) * stride;
-				wt[p] = expf(pp[0] - m);
-				l += wt[p] * pp[1];
-			}
-			for (long p = 0; p < pn; p++) {
-				const float *op = p0 + (p0i + p) * stride + 2;
-				for (long d = 0; d < hd; d++)
-					o[d] += wt[p] * op[d];
-			}
+		for (long p = 0; p < splits; p++) {
+			const float *pp = p0 + p * stride;
+			const float wt = expf(pp[0] - m);
+			l += wt * pp[1];
+			for (long d = 0; d < hd; d++)
+				o[d] += wt * pp[2 + d];
 		}
-		float inv = 1.0f / l;
+		const float inv = 1.0f / l;
 		for (long d = 0; d < hd; d++)
 			o[d] *= inv;
 	}
@@ -745,22 +739,19 @@ static void attn_item(attn_job *j, long it, int tid) {
 	long local = it - pl->start;
 	void *scr = scratch(j->c, tid, j->sbytes);
 	if (pl->dec) {
-		int kvh = (int)(local / pl->splits);
-		long part = local % pl->splits;
 		long pos = s->pos, lo = 0;
 		if (j->a.window > 0 && pos - j->a.window + 1 > lo)
 			lo = pos - j->a.window + 1;
-		long cnt = pos + 1 - lo;
-		if (pl->splits == 1) {
-			j->c->k->attn_dec(&j->a, s, kvh, lo, pos + 1, NULL, scr);
+		const long cnt = pos + 1 - lo, sp = pl->splits;
+		if (sp == 1) {
+			j->c->k->attn_dec(&j->a, s, lo, pos + 1, NULL, scr);
 			return;
 		}
-		const long stride = (long)(j->a.heads / j->a.kvheads) * (j->a.hd + 2);
-		float *pb = j->c->dpart + (pl->pbase + (long)kvh * pl->splits) * stride;
-		j->c->k->attn_dec(&j->a, s, kvh, lo + cnt * part / pl->splits, lo + cnt * (part + 1) / pl->splits,
-				  pb + part * stride, scr);
-		if (atomic_fetch_add_explicit(&j->c->dcnt[pl->cbase + kvh], 1, memory_order_acq_rel) == pl->splits - 1)
-			dec_merge(&j->a, s, kvh, pb, pl->splits);
+		const long stride = (long)j->a.heads * (j->a.hd + 2);
+		float *pb = j->c->dpart + pl->pbase * stride;
+		j->c->k->attn_dec(&j->a, s, lo + cnt * local / sp, lo + cnt * (local + 1) / sp, pb + local * stride, scr);
+		if (atomic_fetch_add_explicit(&j->c->dcnt[pl->cbase], 1, memory_order_acq_rel) == sp - 1)
+			dec_merge(&j->a, s, pb, sp);
 		return;
 	}
 	if (pl->flash) {
@@ -800,8 +791,10 @@ void tr_set_mm_sched(tr_ctx *c, int sched) { c->mm_sched = sched; }
  * tiled, 2 about even, 3 1.3x and 4 2x faster. */
 #define FLASH_MIN_ROWS 3
 
-/* Fewest keys per part when a decode sequence's keys are split across threads. */
+/* Fewest keys per part when a decode sequence's keys are split across
+ * threads, and most (which bounds the per-thread scratch of scores). */
 #define DEC_MIN_KEYS 128
+#define DEC_MAX_KEYS 4096
 
 /* Numbers the work items of every sequence of j (kernels already chosen),
  * splitting decode sequences into up to dsplit parts; returns the item count
@@ -822,15 +815,16 @@ static long attn_layout(attn_job *j, long dsplit, long *nparts, long *ncnt, size
 		if (pl->dec) {
 			long keys = a->window > 0 && a->window < ctx ? a->window : ctx;
 			long sp = keys / DEC_MIN_KEYS < dsplit ? keys / DEC_MIN_KEYS : dsplit;
+			if (sp < (keys + DEC_MAX_KEYS - 1) / DEC_MAX_KEYS)
+				sp = (keys + DEC_MAX_KEYS - 1) / DEC_MAX_KEYS;
 			pl->splits = sp > 1 ? sp : 1;
-			total += (long)a->kvheads * pl->splits;
+			total += pl->splits;
 			if (pl->splits > 1) {
 				pl->pbase = *nparts;
-				pl->cbase = *ncnt;
-				*nparts += (long)a->kvheads * pl->splits;
-				*ncnt += a->kvheads;
+				pl->cbase = (*ncnt)++;
+				*nparts += pl->splits;
 			}
-			need = TR_DEC_SCRATCH(G, (keys + pl->splits - 1) / pl->splits, a->hd);
+			need = TR_DEC_SCRATCH(a->heads, a->kvheads, (keys + pl->splits - 1) / pl->splits, a->hd);
 		} else if (pl->flash) {
 			pl->gs = G < TR_FLASH_M ? G : TR_FLASH_M;
 			pl->ngs = (G + pl->gs - 1) / pl->gs;
@@ -907,21 +901,15 @@ void tr_attention(tr_ctx *c, float *out, const float *q, const float *K, const f
 	if (work * heads * hd < 32768)
 		nth = 1;
 	/* Decode sequences split their keys into parts when the call has too
-	 * few items to keep the threads busy (one sequence with 3 KV heads on 2
-	 * threads): at least 2 items per thread, a whole number of items per
-	 * thread when the call is decode alone (3 heads x 2 parts on 2 threads),
-	 * parts of at least DEC_MIN_KEYS. */
+	 * few items to keep the threads busy (one sequence on 2 threads): 2 items
+	 * per thread, parts of at least DEC_MIN_KEYS. */
 	long dsplit = 1;
-	if (nth > 1 && ndec > 0 && ndec * kvheads + nother < 2L * nth) {
-		long groups = ndec * kvheads;
-		dsplit = (2L * nth + groups - 1) / groups;
-		while (nother == 0 && (groups * dsplit) % nth != 0 && dsplit < 2L * nth)
-			dsplit++;
-	}
+	if (nth > 1 && ndec > 0 && ndec + nother < 2L * nth)
+		dsplit = (2L * nth + ndec - 1) / ndec;
 	long nparts = 0, ncnt = 0;
 	size_t sb = 0;
 	long total = attn_layout(&j, dsplit, &nparts, &ncnt, &sb);
-	if (nparts > 0 && !dec_buffers(c, (size_t)nparts * (size_t)G * (size_t)(hd + 2), (size_t)ncnt))
+	if (nparts > 0 && !dec_buffers(c, (size_t)nparts * (size_t)heads * (size_t)(hd + 2), (size_t)ncnt))
 		total = attn_layout(&j, 1, &nparts, &ncnt, &sb); /* no memory for parts: no splits */
 	for (long i = 0; i < ncnt; i++)
 		atomic_store_explicit(&c->dcnt[i], 0, memory_order_relaxed);
