@@ -2,17 +2,20 @@
  * template: included by generic_impl.h, so VW, FN, vf and the helpers there
  * are in scope.
  *
- * One call handles all G heads of the group of KV head kvh over the keys
- * [j0, j1) (a part of the visible range when the range is split across
- * threads). Two passes with an exact softmax over the part:
+ * One call handles every head over the keys [j0, j1) (the whole visible
+ * range, or a part of it when the range is split across threads), so that
+ * it reads whole K and V rows (all KV heads of a position are contiguous in
+ * the cache) rather than one head's slice of each. Two passes with an exact
+ * softmax over the part:
  *
- *   - scores, VW keys at a time and one head at a time: for each key a
- *     vector of hd/VW partial products (no horizontal sum per key), then one
- *     reduction that turns the VW vectors into a vector of VW scores
- *     (log2(VW) rounds of two shuffles and an add per pair of vectors);
- *   - P·V with the G x hd outputs of up to DEC_GT heads x DEC_VT vectors in
- *     registers, each V row loaded once per tile and used by every head of
- *     the tile (a GQA group reads its K and V once, not once per head).
+ *   - scores, a block of DEC_KB keys at a time, then per KV head and head of
+ *     its group VW keys at a time: for each key a vector of hd/VW partial
+ *     products (no horizontal sum per key), then one reduction that turns
+ *     the VW vectors into a vector of VW scores (log2(VW) rounds of two
+ *     shuffles and an add per pair of vectors);
+ *   - P·V with up to DEC_GT heads x DEC_VT vectors of outputs in registers,
+ *     each V row slice loaded once per tile and used by every head of the
+ *     tile (a GQA group reads its K and V once, not once per head).
  *
  * The result is either the normalised output (part == NULL) or, for a part
  * of the range, per head the max score m, the sum l of exp(s - m) and the
@@ -65,17 +68,18 @@ INL vf FN(dec_reduce)(vf *v) {
 }
 #undef DEC_ROUND
 
-/* acc[g][c] += sum over keys j in [ja, jb) of p[g][j] * V[j] (vectors c0..c0+VT). */
-INL void FN(dec_pv)(const int GT, const int VT, const float *const *vp, long c0, long n, const float *p, long ldp,
+/* o[g][c] += sum over keys j < n of p[g][j] * V[j][voff + c*VW ...] for GT
+ * heads and VT vectors. */
+INL void FN(dec_pv)(const int GT, const int VT, const float *const *vp, long voff, long n, const float *p, long ldp,
 		    float *o, long ldo) {
 	vf acc[DEC_GT][DEC_VT];
 	for (int g = 0; g < GT; g++)
 		for (int c = 0; c < VT; c++)
-			acc[g][c] = LD(o + g * ldo + (c0 + c) * VW);
+			acc[g][c] = LD(o + g * ldo + c * VW);
 	for (long j = 0; j < n; j++) {
 		vf v[DEC_VT];
 		for (int c = 0; c < VT; c++)
-			v[c] = LD(vp[j] + (c0 + c) * VW);
+			v[c] = LD(vp[j] + voff + c * VW);
 		for (int g = 0; g < GT; g++) {
 			vf w = SPLAT(p[g * ldp + j]);
 			for (int c = 0; c < VT; c++)
@@ -84,12 +88,12 @@ INL void FN(dec_pv)(const int GT, const int VT, const float *const *vp, long c0,
 	}
 	for (int g = 0; g < GT; g++)
 		for (int c = 0; c < VT; c++)
-			ST(o + g * ldo + (c0 + c) * VW, acc[g][c]);
+			ST(o + g * ldo + c * VW, acc[g][c]);
 }
 
-FUN void FN(dec_pvtile)(int gt, int vt, const float *const *vp, long c0, long n, const float *p, long ldp, float *o,
+FUN void FN(dec_pvtile)(int gt, int vt, const float *const *vp, long voff, long n, const float *p, long ldp, float *o,
 			long ldo) {
-#define DEC_PV(G_, V_) FN(dec_pv)(G_, V_, vp, c0, n, p, ldp, o, ldo)
+#define DEC_PV(G_, V_) FN(dec_pv)(G_, V_, vp, voff, n, p, ldp, o, ldo)
 #define DEC_PVG(G_)                                                                                                    \
 	switch (vt) {                                                                                                  \
 	case 1: DEC_PV(G_, 1); break;                                                                                  \
@@ -114,99 +118,150 @@ FUN void FN(dec_pvtile)(int gt, int vt, const float *const *vp, long c0, long n,
 /* Keys per block of the scores and P·V passes (their row pointers). */
 #define DEC_KB 64
 
-FUN void FN(attn_dec)(const tr_attn_args *a, const tr_seq *s, int kvh, long j0, long j1, float *part, void *scr) {
-	const long hd = a->hd, qdim = (long)a->heads * hd, G = a->heads / a->kvheads;
-	const long NV = hd / VW, n = j1 - j0, np = (n + VW - 1) / VW * VW;
-	const long kvoff = (long)kvh * hd, ps = a->ps, dim = a->dim;
-	const int32_t *pages = a->pages + s->page_off;
-	const float *q = a->q + s->row * qdim + kvoff * G; /* heads kvh*G .. kvh*G+G-1 */
-	/* scratch: see TR_DEC_SCRATCH */
-	float *S = (float *)scr;
-	float *O = S + TR_AL16(G * np);
-	float *zero = O + TR_AL16(G * hd);
-	float *linv = zero + TR_AL16(hd);
-	memset(zero, 0, (size_t)hd * 4);
-	memset(O, 0, (size_t)(G * hd) * 4);
+/* Row pointers (at KV head 0) of the keys [b0, b0+kn) of the part starting
+ * at j0, in base (a->K or a->V). */
+INL void FN(dec_rows)(const tr_attn_args *a, const int32_t *pages, const float *base, long pos0, long kn,
+		      const float **rp) {
+	const long ps = a->ps, dim = a->dim;
+	for (long j = 0; j < kn;) {
+		long pos = pos0 + j, pg = pos / ps, sl = pos % ps;
+		long off = ((long)pages[pg] * ps + sl) * dim;
+		for (; j < kn && sl < ps; j++, sl++, off += dim)
+			rp[j] = base + off;
+	}
+}
 
-	const float *kp[DEC_KB], *vp[DEC_KB];
-	for (long b0 = 0; b0 < n; b0 += DEC_KB) {
-		const long kn = n - b0 < DEC_KB ? n - b0 : DEC_KB;
-		for (long j = 0; j < kn;) {
-			long pos = j0 + b0 + j, pg = pos / ps, sl = pos % ps;
-			long off = ((long)pages[pg] * ps + sl) * dim + kvoff;
-			for (; j < kn && sl < ps; j++, sl++, off += dim)
-				kp[j] = a->K + off;
+/* Software prefetch of the rows of the next block, spread over the work on
+ * the current one: the rows of a block lie in pages scattered over the
+ * cache (16 positions each, typically), where the hardware prefetchers
+ * lose the stream at every page. */
+typedef struct {
+	const float *const *rows;
+	long nrows, rowb; /* rows, bytes per row */
+	long r, o;        /* next line: row, byte offset */
+} FN(dec_pf);
+
+INL void FN(dec_pf_step)(FN(dec_pf) * c, long lines) {
+	for (; lines > 0 && c->r < c->nrows; lines--) {
+		__builtin_prefetch((const char *)c->rows[c->r] + c->o, 0, 3);
+		c->o += 64;
+		if (c->o >= c->rowb) {
+			c->o = 0;
+			c->r++;
 		}
+	}
+}
+
+FUN void FN(attn_dec)(const tr_attn_args *a, const tr_seq *s, long j0, long j1, float *part, void *scr) {
+	const long hd = a->hd, H = a->heads, KVH = a->kvheads, G = H / KVH, qdim = H * hd;
+	const long NV = hd / VW, n = j1 - j0, np = (n + VW - 1) / VW * VW;
+	const int32_t *pages = a->pages + s->page_off;
+	const float *q = a->q + s->row * qdim;
+	/* scratch: see TR_DEC_SCRATCH */
+	float *S = (float *)scr;          /* scores, then probabilities: H x np */
+	float *O = S + TR_AL16(H * np);   /* outputs: H x hd */
+	float *zero = O + TR_AL16(H * hd); /* a zero K row, for the padding keys */
+	float *linv = zero + TR_AL16(KVH * hd);
+	memset(zero, 0, (size_t)(KVH * hd) * 4);
+	memset(O, 0, (size_t)(H * hd) * 4);
+
+	/* rows of the block's keys (K or V) at KV head 0, and of the next
+	 * block (the first V block after the last K block) */
+	const float *rows[2][DEC_KB];
+	const long rowb = (KVH * hd * 4 + 63) / 64 * 64;
+	const long nb = (n + DEC_KB - 1) / DEC_KB; /* blocks per pass */
+	FN(dec_rows)(a, pages, a->K, j0, n < DEC_KB ? n : DEC_KB, rows[0]);
+	for (long b = 0; b < nb; b++) {
+		const float **rp = rows[b & 1], **nx = rows[(b + 1) & 1];
+		const long b0 = b * DEC_KB, kn = n - b0 < DEC_KB ? n - b0 : DEC_KB;
+		const long nb0 = b + 1 < nb ? b0 + DEC_KB : 0, nkn = n - nb0 < DEC_KB ? n - nb0 : DEC_KB;
+		FN(dec_rows)(a, pages, b + 1 < nb ? a->K : a->V, j0 + nb0, nkn, nx);
 		const long knp = (kn + VW - 1) / VW * VW;
 		for (long j = kn; j < knp; j++)
-			kp[j] = zero;
-		for (long g = 0; g < G; g++) {
-			const float *qg = q + g * hd;
-			for (long k0 = 0; k0 < knp; k0 += VW) {
-				vf t[VW];
-				const float *const *kr = kp + k0;
-				vf qv = LD(qg);
-#pragma GCC unroll 16
-				for (int k = 0; k < VW; k++)
-					t[k] = qv * LD(kr[k]);
-				for (long c = 1; c < NV; c++) {
-					qv = LD(qg + c * VW);
+			rp[j] = zero;
+		FN(dec_pf) pf = {nx, nkn, rowb, 0, 0};
+		const long iters = H * (knp / VW), per = (nkn * (rowb / 64) + iters - 1) / iters;
+		for (long kvh = 0; kvh < KVH; kvh++) {
+			for (long g = 0; g < G; g++) {
+				const long h = kvh * G + g;
+				const float *qh = q + h * hd;
+				for (long k0 = 0; k0 < knp; k0 += VW) {
+					FN(dec_pf_step)(&pf, per);
+					vf t[VW];
+					const float *const *kr = rp + k0;
+					const long off = kvh * hd;
+					vf qv = LD(qh);
 #pragma GCC unroll 16
 					for (int k = 0; k < VW; k++)
-						t[k] += qv * LD(kr[k] + c * VW);
+						t[k] = qv * LD(kr[k] + off);
+					for (long c = 1; c < NV; c++) {
+						qv = LD(qh + c * VW);
+#pragma GCC unroll 16
+						for (int k = 0; k < VW; k++)
+							t[k] += qv * LD(kr[k] + off + c * VW);
+					}
+					ST(S + h * np + b0 + k0, FN(dec_reduce)(t) * a->scale);
 				}
-				ST(S + g * np + b0 + k0, FN(dec_reduce)(t) * a->scale);
 			}
 		}
 	}
-	for (long g = 0; g < G; g++) {
-		float *sg = S + g * np;
+	for (long h = 0; h < H; h++) {
+		float *sh = S + h * np;
 		if (a->softcap > 0)
-			FN(softcap)(sg, n, a->softcap);
+			FN(softcap)(sh, n, a->softcap);
 		for (long j = n; j < np; j++)
-			sg[j] = -INFINITY;
-		vf vm = LD(sg);
+			sh[j] = -INFINITY;
+		vf vm = LD(sh);
 		for (long j = VW; j < np; j += VW)
-			vm = VMAX(vm, LD(sg + j));
+			vm = VMAX(vm, LD(sh + j));
 		const float mx = HMAX(vm);
 		vf vs = SPLAT(0);
 		for (long j = 0; j < np; j += VW) {
-			vf x = LD(sg + j);
+			vf x = LD(sh + j);
 			vf e = SEL(x > SPLAT(-INFINITY), VEXP(x - mx), SPLAT(0));
-			ST(sg + j, e);
+			ST(sh + j, e);
 			vs += e;
 		}
 		if (part) {
-			part[g * (hd + 2)] = mx;
-			part[g * (hd + 2) + 1] = HSUM(vs);
+			part[h * (hd + 2)] = mx;
+			part[h * (hd + 2) + 1] = HSUM(vs);
 		} else
-			linv[g] = 1.0f / HSUM(vs);
+			linv[h] = 1.0f / HSUM(vs);
 	}
-	for (long b0 = 0; b0 < n; b0 += DEC_KB) {
-		const long kn = n - b0 < DEC_KB ? n - b0 : DEC_KB;
-		for (long j = 0; j < kn;) {
-			long pos = j0 + b0 + j, pg = pos / ps, sl = pos % ps;
-			long off = ((long)pages[pg] * ps + sl) * dim + kvoff;
-			for (; j < kn && sl < ps; j++, sl++, off += dim)
-				vp[j] = a->V + off;
-		}
-		for (long g0 = 0; g0 < G; g0 += DEC_GT) {
-			int gt = G - g0 < DEC_GT ? (int)(G - g0) : DEC_GT;
-			for (long c0 = 0; c0 < NV; c0 += DEC_VT) {
-				int vt = NV - c0 < DEC_VT ? (int)(NV - c0) : DEC_VT;
-				FN(dec_pvtile)(gt, vt, vp, c0, kn, S + g0 * np + b0, np, O + g0 * hd, hd);
+	/* the first V block's rows are in rows[nb & 1] */
+	for (long b = 0; b < nb; b++) {
+		const float **rp = rows[(nb + b) & 1], **nx = rows[(nb + b + 1) & 1];
+		const long b0 = b * DEC_KB, kn = n - b0 < DEC_KB ? n - b0 : DEC_KB;
+		const long nb0 = b0 + DEC_KB, nkn = b + 1 < nb ? (n - nb0 < DEC_KB ? n - nb0 : DEC_KB) : 0;
+		if (nkn > 0)
+			FN(dec_rows)(a, pages, a->V, j0 + nb0, nkn, nx);
+		FN(dec_pf) pf = {nx, nkn, rowb, 0, 0};
+		/* prefetch steps: every 16 keys of every tile */
+		const long steps = KVH * ((G + DEC_GT - 1) / DEC_GT) * ((NV + DEC_VT - 1) / DEC_VT) * ((kn + 15) / 16);
+		const long per = (nkn * (rowb / 64) + steps - 1) / steps;
+		for (long kvh = 0; kvh < KVH; kvh++)
+			for (long g0 = 0; g0 < G; g0 += DEC_GT) {
+				const int gt = G - g0 < DEC_GT ? (int)(G - g0) : DEC_GT;
+				const long h = kvh * G + g0;
+				for (long c0 = 0; c0 < NV; c0 += DEC_VT) {
+					const int vt = NV - c0 < DEC_VT ? (int)(NV - c0) : DEC_VT;
+					for (long k0 = 0; k0 < kn; k0 += 16) {
+						FN(dec_pf_step)(&pf, per);
+						FN(dec_pvtile)(gt, vt, rp + k0, kvh * hd + c0 * VW, kn - k0 < 16 ? kn - k0 : 16,
+							       S + h * np + b0 + k0, np, O + h * hd + c0 * VW, hd);
+					}
+				}
 			}
-		}
 	}
-	for (long g = 0; g < G; g++) {
+	for (long h = 0; h < H; h++) {
 		if (part) {
-			memcpy(part + g * (hd + 2) + 2, O + g * hd, (size_t)hd * 4);
+			memcpy(part + h * (hd + 2) + 2, O + h * hd, (size_t)hd * 4);
 			continue;
 		}
-		float inv = linv[g];
-		float *o = a->out + s->row * qdim + (kvoff * G) + g * hd;
+		const float inv = linv[h];
+		float *o = a->out + s->row * qdim + h * hd;
 		for (long d = 0; d < hd; d++)
-			o[d] = O[g * hd + d] * inv;
+			o[d] = O[h * hd + d] * inv;
 	}
 }
 

@@ -154,7 +154,7 @@ func TestAttentionTiled(t *testing.T) {
 // TestAttentionDecode covers the decode kernel (one query position per
 // sequence) on every kernel set, against the float64 reference: long
 // contexts whose keys are split across threads and merged (1 to 3 threads,
-// so 1, 3 or 4 parts), windows, soft-capping, GQA groups of 1 to 8, head
+// so 1, 4 or 6 parts; beyond 4096 keys even on one thread), windows, soft-capping, GQA groups of 1 to 8, head
 // dims that are and are not a whole number of vectors (the latter fall back
 // to the older kernels), and batches mixing decode rows with prefill chunks.
 func TestAttentionDecode(t *testing.T) {
@@ -175,6 +175,7 @@ func TestAttentionDecode(t *testing.T) {
 		{2, 1, 256, 32, 0, 0, []attnSeqSpec{{400, 1}}},                           // hd 256
 		{6, 2, 24, 16, 0, 0, []attnSeqSpec{{300, 1}}},                            // hd 24: older kernels on avx512
 		{9, 3, 64, 16, 0, 0, []attnSeqSpec{{900, 1}, {0, 40}, {500, 1}, {7, 3}}}, // decode rows and chunks
+		{4, 2, 64, 16, 0, 0, []attnSeqSpec{{5000, 1}}},                           // more keys than one part holds
 	}
 	r := rand.New(rand.NewSource(5))
 	type dev struct {

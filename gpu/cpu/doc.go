@@ -58,8 +58,15 @@
 // transposing horizontal reduction per tile. W is walked in blocks of about
 // 256 KB that stay in L2 while every x tile passes over them; the first pass
 // over a block (the one that streams W from memory) prefetches 8 KB ahead.
-// Output rows are split into chunks that the threads take from a shared
-// counter, so a descheduled thread does not hold up the call.
+// Decode is memory-bound (every weight is read once per token), so its
+// threads each own a contiguous region of the output rows and walk it front
+// to back in chunks that shrink as it empties: one sequential stream per
+// thread. A thread done with its region takes chunks from the back of the
+// fullest other region, so a descheduled thread does not hold up the call.
+// Other matmuls take chunks of output rows from a shared counter. The
+// weights themselves should sit on 2 MiB pages (model copies them into
+// internal/hugemem memory): from the 4 KiB pages of a file mapping the same
+// decode ran 1.15-1.4x slower on the project's 2-core VM.
 //
 // # Precision
 //
@@ -102,10 +109,21 @@
 // each V row for 4 rows x 64 dimensions. Key tiles that no row of a query
 // vector can see (causal, sliding window) are skipped, and blocks that every
 // row sees fully skip the masking. On Zen 5 this runs about 6x faster than
-// the per-head kernel (512-token prefill, 9/3 heads of 64). Calls with fewer
-// than 3 query rows per KV head (decode with a group of 1 or 2 heads) use the
-// per-head kernel: an exact two-pass softmax per query row and head. Both
-// agree with the float64 reference within about 1e-6 of the largest output.
+// the per-head kernel (512-token prefill, 9/3 heads of 64).
+//
+// Decode (one query position of a sequence, head dim a multiple of the
+// vector width) has its own kernel (attn_dec.h): a work item is a range of
+// keys for every head, so it reads whole K and V rows (all KV heads of a
+// position are stored together), with the rows of the next block of keys
+// prefetched while the current one is computed. Scores come 16 keys at a
+// time as vectors of partial products reduced by one shuffle tree, then an
+// exact two-pass softmax; P·V keeps up to 4 heads x 64 outputs in registers
+// so that a GQA group loads each V row once. A sequence alone on several
+// threads splits its keys into parts (2 per thread, at least 128 keys; at
+// most 4096), merged by the last part to finish (max and sum rescaling).
+// Other calls with fewer than 3 query rows per KV head use the per-head
+// kernel: an exact two-pass softmax per query row and head. All agree with
+// the float64 reference within about 1e-6 of the largest output.
 //
 // # Threading
 //
@@ -115,8 +133,9 @@
 // condition variable after 200 µs without work. Dispatch costs well under a
 // microsecond while they spin. Small operations (under 16K elements, or 64K
 // multiply-adds for a matmul) run on the calling thread alone. Attention is
-// split into (sequence, query block, KV head) items, or (sequence, head,
-// 16-query block) for the per-head kernel, taken dynamically, largest first
-// (sequences with the longest context first, then their last query blocks).
+// split into (sequence, query block, KV head) items, (sequence, head,
+// 16-query block) for the per-head kernel, or (sequence, part of the keys)
+// for decode, taken dynamically, largest first (sequences with the longest
+// context first, then their last query blocks).
 // Calls on one Device are serialised by a mutex; Close stops the threads.
 package cpu

@@ -32,12 +32,6 @@ typedef struct {
 	char pad[48];
 } scratch_t;
 
-/* The matmul that followed one with weights w last time (see succ_record). */
-typedef struct {
-	const void *w, *next;
-	long n, k, esz;
-} mm_succ;
-#define TR_SUCC 256
 
 struct tr_ctx {
 	const tr_kernels *k;
@@ -45,9 +39,6 @@ struct tr_ctx {
 	int fast_bf16, mm_mode;
 	int attn_mode; /* TR_ATTN_* */
 	int mm_sched;  /* decode matmul scheduling: 0 regions per thread, 1 shared counter (benchmarks) */
-	long pf_next;  /* bytes of the next decode matmul each thread prefetches (0: none) */
-	const void *succ_last;
-	mm_succ succ[TR_SUCC];
 	pthread_t *th;
 	_Atomic uint32_t gen;
 	_Atomic int pending;
@@ -271,31 +262,6 @@ static void mm_worker(void *p, int tid, int nth) {
 	}
 }
 
-/* ---- successors of decode matmuls ----
- *
- * Decode steps run the same matmuls in the same order every token, so the
- * weights a matmul used last time it followed this one predict the next
- * call; mm_regions prefetches them. A small table indexed by a hash of the
- * weight pointer; a collision just loses a prediction. */
-static size_t succ_slot(const void *w) { return (size_t)(((uintptr_t)w >> 6) * 0x9E3779B97F4A7C15ull >> 56) & (TR_SUCC - 1); }
-
-static void succ_record(tr_ctx *c, const void *w, long n, long k, int dtype) {
-	if (c->succ_last) {
-		mm_succ *e = &c->succ[succ_slot(c->succ_last)];
-		e->w = c->succ_last;
-		e->next = w;
-		e->n = n;
-		e->k = k;
-		e->esz = dtype == TR_F32 ? 4 : 2;
-	}
-	c->succ_last = w;
-}
-
-static const mm_succ *succ_next(tr_ctx *c, const void *w) {
-	const mm_succ *e = &c->succ[succ_slot(w)];
-	return e->w == w ? e : NULL;
-}
-
 /* ---- decode matmul: one region of rows per thread, with stealing ----
  *
  * A decode matmul (m < 16) streams its weights from memory once. Each thread
@@ -319,11 +285,6 @@ typedef struct {
 	tr_mm_args a;
 	long minu, maxu; /* chunk bounds in units */
 	int nreg;
-	/* The matmul expected next (see mm_succ): each thread prefetches the
-	 * start of its region there while the others finish this one. */
-	const char *pf;
-	long pf_rowb, pf_units, pf_bytes;
-	_Atomic int busy; /* threads still taking chunks */
 	mm_region reg[MMR_MAXTH];
 } mmr_job;
 
@@ -353,24 +314,6 @@ static int mmr_take(mmr_job *j, int r, int own, long *u0, long *u1) {
 	}
 }
 
-/* Prefetches the start of this thread's region of the next matmul, 4 KB at
- * a time, for as long as other threads are still working on this one. */
-static void mmr_prefetch_next(mmr_job *j, int tid, int nth) {
-	int left = atomic_fetch_sub_explicit(&j->busy, 1, memory_order_relaxed) - 1;
-	if (!j->pf || left == 0)
-		return;
-	const char *p = j->pf + (j->pf_units * tid / nth) * MMR_UNIT * j->pf_rowb;
-	const char *end = p + j->pf_bytes;
-	const char *lim = j->pf + ((j->pf_units * (tid + 1) / nth) * MMR_UNIT) * j->pf_rowb;
-	if (end > lim)
-		end = lim;
-	while (p < end && atomic_load_explicit(&j->busy, memory_order_relaxed) > 0) {
-		const char *e = p + 4096 < end ? p + 4096 : end;
-		for (; p < e; p += 64)
-			__builtin_prefetch(p, 0, 3);
-	}
-}
-
 static void mmr_worker(void *p, int tid, int nth) {
 	mmr_job *j = p;
 	(void)nth;
@@ -392,11 +335,10 @@ static void mmr_worker(void *p, int tid, int nth) {
 			}
 		}
 		if (best < 0)
-			break;
+			return;
 		if (mmr_take(j, best, 0, &u0, &u1))
 			j->c->k->mm(&j->a, u0 * MMR_UNIT, u1 * MMR_UNIT < n ? u1 * MMR_UNIT : n, s);
 	}
-	mmr_prefetch_next(j, tid, nth);
 }
 
 static void mm_regions(tr_ctx *c, const tr_mm_args *a, int nth) {
@@ -413,14 +355,6 @@ static void mm_regions(tr_ctx *c, const tr_mm_args *a, int nth) {
 	for (int t = 0; t < nth; t++) {
 		uint64_t f = (uint64_t)(units * t / nth), b = (uint64_t)(units * (t + 1) / nth);
 		atomic_init(&j.reg[t].fb, f | b << 32);
-	}
-	atomic_init(&j.busy, nth);
-	const mm_succ *nx = succ_next(c, a->w);
-	if (nx && c->pf_next > 0) {
-		j.pf = nx->next;
-		j.pf_rowb = nx->k * nx->esz;
-		j.pf_units = (nx->n + MMR_UNIT - 1) / MMR_UNIT;
-		j.pf_bytes = c->pf_next;
 	}
 	run(c, mmr_worker, &j, nth);
 }
@@ -554,8 +488,6 @@ void tr_matmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, int
 		j.a.xl = c->xb + (size_t)m * (size_t)k;
 		run(c, xconv_worker, &j, m * k >= 16384 ? nth : 1);
 	}
-	if (m < 16)
-		succ_record(c, w, n, k, dtype);
 	if (m < 16 && nth > 1 && nth <= MMR_MAXTH && c->mm_sched == 0 && n / MMR_UNIT < 0xffffffffL) {
 		mm_regions(c, &j.a, nth);
 		return;
@@ -755,9 +687,9 @@ typedef struct {
 	long nqb;   /* query blocks */
 	int flash;  /* tiled kernel: items are (query block, KV head, head sub-group) */
 	int gs, ngs; /* flash: heads per item, sub-groups per KV group */
-	int dec;     /* decode kernel: items are (KV head, part of the keys) */
+	int dec;     /* decode kernel: items are parts of the keys, all heads */
 	long splits; /* dec: parts of the keys */
-	long pbase;  /* dec with splits > 1: first partial result, and first counter */
+	long pbase;  /* dec with splits > 1: first partial result, and its counter */
 	long cbase;
 } attn_plan;
 
@@ -770,34 +702,28 @@ typedef struct {
 	_Atomic long next;
 } attn_job;
 
-/* Decode attention of one (sequence, KV head) from its parts: per head, the
- * parts' sums of exp(s - m_p) V rescaled to the largest m_p. */
-static void dec_merge(const tr_attn_args *a, const tr_seq *s, int kvh, const float *part, long splits) {
-	const long hd = a->hd, G = a->heads / a->kvheads, stride = G * (hd + 2);
-	float *out = a->out + s->row * (long)a->heads * hd + (long)kvh * G * hd;
-	for (long g = 0; g < G; g++) {
-		const float *p0 = part + g * (hd + 2);
+/* Decode attention of one sequence from its parts: per head, the parts'
+ * sums of exp(s - m_p) V rescaled to the largest m_p. */
+static void dec_merge(const tr_attn_args *a, const tr_seq *s, const float *part, long splits) {
+	const long hd = a->hd, H = a->heads, stride = H * (hd + 2);
+	float *out = a->out + s->row * H * hd;
+	for (long h = 0; h < H; h++) {
+		const float *p0 = part + h * (hd + 2);
 		float m = p0[0];
 		for (long p = 1; p < splits; p++)
 			m = p0[p * stride] > m ? p0[p * stride] : m;
-		float l = 0, wt[64];
-		float *o = out + g * hd;
+		float l = 0;
+		float *o = out + h * hd;
 		for (long d = 0; d < hd; d++)
 			o[d] = 0;
-		for (long p0i = 0; p0i < splits; p0i += 64) {
-			long pn = splits - p0i < 64 ? splits - p0i : 64;
-			for (long p = 0; p < pn; p++) {
-				const float *pp = p0 + (p0i + p) * stride;
-				wt[p] = expf(pp[0] - m);
-				l += wt[p] * pp[1];
-			}
-			for (long p = 0; p < pn; p++) {
-				const float *op = p0 + (p0i + p) * stride + 2;
-				for (long d = 0; d < hd; d++)
-					o[d] += wt[p] * op[d];
-			}
+		for (long p = 0; p < splits; p++) {
+			const float *pp = p0 + p * stride;
+			const float wt = expf(pp[0] - m);
+			l += wt * pp[1];
+			for (long d = 0; d < hd; d++)
+				o[d] += wt * pp[2 + d];
 		}
-		float inv = 1.0f / l;
+		const float inv = 1.0f / l;
 		for (long d = 0; d < hd; d++)
 			o[d] *= inv;
 	}
@@ -817,22 +743,19 @@ static void attn_item(attn_job *j, long it, int tid) {
 	long local = it - pl->start;
 	void *scr = scratch(j->c, tid, j->sbytes);
 	if (pl->dec) {
-		int kvh = (int)(local / pl->splits);
-		long part = local % pl->splits;
 		long pos = s->pos, lo = 0;
 		if (j->a.window > 0 && pos - j->a.window + 1 > lo)
 			lo = pos - j->a.window + 1;
-		long cnt = pos + 1 - lo;
-		if (pl->splits == 1) {
-			j->c->k->attn_dec(&j->a, s, kvh, lo, pos + 1, NULL, scr);
+		const long cnt = pos + 1 - lo, sp = pl->splits;
+		if (sp == 1) {
+			j->c->k->attn_dec(&j->a, s, lo, pos + 1, NULL, scr);
 			return;
 		}
-		const long stride = (long)(j->a.heads / j->a.kvheads) * (j->a.hd + 2);
-		float *pb = j->c->dpart + (pl->pbase + (long)kvh * pl->splits) * stride;
-		j->c->k->attn_dec(&j->a, s, kvh, lo + cnt * part / pl->splits, lo + cnt * (part + 1) / pl->splits,
-				  pb + part * stride, scr);
-		if (atomic_fetch_add_explicit(&j->c->dcnt[pl->cbase + kvh], 1, memory_order_acq_rel) == pl->splits - 1)
-			dec_merge(&j->a, s, kvh, pb, pl->splits);
+		const long stride = (long)j->a.heads * (j->a.hd + 2);
+		float *pb = j->c->dpart + pl->pbase * stride;
+		j->c->k->attn_dec(&j->a, s, lo + cnt * local / sp, lo + cnt * (local + 1) / sp, pb + local * stride, scr);
+		if (atomic_fetch_add_explicit(&j->c->dcnt[pl->cbase], 1, memory_order_acq_rel) == sp - 1)
+			dec_merge(&j->a, s, pb, sp);
 		return;
 	}
 	if (pl->flash) {
@@ -864,7 +787,6 @@ static void attn_worker(void *p, int tid, int nth) {
 
 void tr_set_attn_mode(tr_ctx *c, int mode) { c->attn_mode = mode; }
 void tr_set_mm_sched(tr_ctx *c, int sched) { c->mm_sched = sched; }
-void tr_set_pf_next(tr_ctx *c, long bytes) { c->pf_next = bytes; }
 
 /* Query rows (positions x heads of a KV group) from which the tiled kernel
  * beats the per-head one. It reads K and V once per group where the per-head
@@ -873,8 +795,10 @@ void tr_set_pf_next(tr_ctx *c, long bytes) { c->pf_next = bytes; }
  * tiled, 2 about even, 3 1.3x and 4 2x faster. */
 #define FLASH_MIN_ROWS 3
 
-/* Fewest keys per part when a decode sequence's keys are split across threads. */
+/* Fewest keys per part when a decode sequence's keys are split across
+ * threads, and most (which bounds the per-thread scratch of scores). */
 #define DEC_MIN_KEYS 128
+#define DEC_MAX_KEYS 4096
 
 /* Numbers the work items of every sequence of j (kernels already chosen),
  * splitting decode sequences into up to dsplit parts; returns the item count
@@ -895,15 +819,16 @@ static long attn_layout(attn_job *j, long dsplit, long *nparts, long *ncnt, size
 		if (pl->dec) {
 			long keys = a->window > 0 && a->window < ctx ? a->window : ctx;
 			long sp = keys / DEC_MIN_KEYS < dsplit ? keys / DEC_MIN_KEYS : dsplit;
+			if (sp < (keys + DEC_MAX_KEYS - 1) / DEC_MAX_KEYS)
+				sp = (keys + DEC_MAX_KEYS - 1) / DEC_MAX_KEYS;
 			pl->splits = sp > 1 ? sp : 1;
-			total += (long)a->kvheads * pl->splits;
+			total += pl->splits;
 			if (pl->splits > 1) {
 				pl->pbase = *nparts;
-				pl->cbase = *ncnt;
-				*nparts += (long)a->kvheads * pl->splits;
-				*ncnt += a->kvheads;
+				pl->cbase = (*ncnt)++;
+				*nparts += pl->splits;
 			}
-			need = TR_DEC_SCRATCH(G, (keys + pl->splits - 1) / pl->splits, a->hd);
+			need = TR_DEC_SCRATCH(a->heads, a->kvheads, (keys + pl->splits - 1) / pl->splits, a->hd);
 		} else if (pl->flash) {
 			pl->gs = G < TR_FLASH_M ? G : TR_FLASH_M;
 			pl->ngs = (G + pl->gs - 1) / pl->gs;
@@ -980,15 +905,15 @@ void tr_attention(tr_ctx *c, float *out, const float *q, const float *K, const f
 	if (work * heads * hd < 32768)
 		nth = 1;
 	/* Decode sequences split their keys into parts when the call has too
-	 * few items to keep the threads busy (one sequence with 3 KV heads on 2
-	 * threads): about 4 items per thread, parts of at least DEC_MIN_KEYS. */
+	 * few items to keep the threads busy (one sequence on 2 threads): 2 items
+	 * per thread, parts of at least DEC_MIN_KEYS. */
 	long dsplit = 1;
-	if (nth > 1 && ndec > 0 && ndec * kvheads + nother < 4L * nth)
-		dsplit = (4L * nth + ndec * kvheads - 1) / (ndec * kvheads);
+	if (nth > 1 && ndec > 0 && ndec + nother < 2L * nth)
+		dsplit = (2L * nth + ndec - 1) / ndec;
 	long nparts = 0, ncnt = 0;
 	size_t sb = 0;
 	long total = attn_layout(&j, dsplit, &nparts, &ncnt, &sb);
-	if (nparts > 0 && !dec_buffers(c, (size_t)nparts * (size_t)G * (size_t)(hd + 2), (size_t)ncnt))
+	if (nparts > 0 && !dec_buffers(c, (size_t)nparts * (size_t)heads * (size_t)(hd + 2), (size_t)ncnt))
 		total = attn_layout(&j, 1, &nparts, &ncnt, &sb); /* no memory for parts: no splits */
 	for (long i = 0; i < ncnt; i++)
 		atomic_store_explicit(&c->dcnt[i], 0, memory_order_relaxed);

@@ -75,8 +75,5 @@ void tr_set_attn_mode(tr_ctx *c, int mode);
 /* Decode matmul scheduling: 0 (default) one region per thread with
  * stealing, 1 one shared counter of chunks; benchmarks only. */
 void tr_set_mm_sched(tr_ctx *c, int sched);
-/* Bytes of the next decode matmul's weights each thread prefetches while
- * the others finish the current one (0: none). */
-void tr_set_pf_next(tr_ctx *c, long bytes);
 
 #endif

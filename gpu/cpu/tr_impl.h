@@ -56,9 +56,12 @@ typedef struct {
 } tr_mmq_args;
 /* Rows of x per microkernel call of the panel matmul. */
 #define TR_PANEL_MR 12
-/* Bytes of per-thread scratch attn_dec needs for G heads of dim hd over n keys. */
-#define TR_DEC_SCRATCH(G, n, hd)                                                                                       \
-	(4 * (TR_AL16((size_t)(G) * ((size_t)(n) + 16)) + TR_AL16((size_t)(G) * (hd)) + TR_AL16(hd) + TR_AL16(G)) + 256)
+/* Bytes of per-thread scratch attn_dec needs for H heads (kvh KV heads) of
+ * dim hd over n keys. */
+#define TR_DEC_SCRATCH(H, kvh, n, hd)                                                                                  \
+	(4 * (TR_AL16((size_t)(H) * ((size_t)(n) + 16)) + TR_AL16((size_t)(H) * (hd)) + TR_AL16((size_t)(kvh) * (hd)) + \
+	      TR_AL16(H)) +                                                                                            \
+	 256)
 
 /* Strip height (x rows) and panel width (outputs) of the packed matmul. */
 #define TR_MMP_MR 12
@@ -102,12 +105,11 @@ typedef struct {
 	 * (g relative to the group), tiled with an online softmax. */
 	void (*attn_flash)(const tr_attn_args *a, const tr_seq *s, long r0, long r1, int kvh, int g0, int g1,
 			   void *scratch);
-	/* Decode attention (s->n == 1; needs hd a multiple of vw): the heads of
-	 * the group of KV head kvh over the keys [j0, j1); normalised into out
-	 * when part is NULL, else per head {max, sum, unnormalised output[hd]}
-	 * into part (see attn_dec.h). */
-	void (*attn_dec)(const tr_attn_args *a, const tr_seq *s, int kvh, long j0, long j1, float *part,
-			 void *scratch);
+	/* Decode attention (s->n == 1; needs hd a multiple of vw): every head
+	 * over the keys [j0, j1); normalised into out when part is NULL, else
+	 * per head {max, sum, unnormalised output[hd]} into part (see
+	 * attn_dec.h). */
+	void (*attn_dec)(const tr_attn_args *a, const tr_seq *s, long j0, long j1, float *part, void *scratch);
 	int vw; /* float lanes of the vectors of this set */
 } tr_kernels;
 

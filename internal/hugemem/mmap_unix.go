@@ -2,10 +2,10 @@
 
 package hugemem
 
-import "syscall"
+import "golang.org/x/sys/unix"
 
 func reserve(size int) ([]byte, error) {
-	return syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	return unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 }
 
 // adviseHuge: no transparent huge pages outside Linux.
@@ -16,9 +16,9 @@ func seal(mem, buf []byte, used int) error {
 		used = len(buf)
 	}
 	if used > 0 {
-		return syscall.Mprotect(buf[:used], syscall.PROT_READ)
+		return unix.Mprotect(buf[:used], unix.PROT_READ)
 	}
 	return nil
 }
 
-func release(mem []byte) error { return syscall.Munmap(mem) }
+func release(mem []byte) error { return unix.Munmap(mem) }
