@@ -217,6 +217,9 @@ func (s *SchedulerActor) step(ctx actor.Context) {
 	s.metrics.PromptTokens.Add(float64(after.PromptTokens - before.PromptTokens))
 	s.metrics.GeneratedTokens.Add(float64(after.GeneratedTokens - before.GeneratedTokens))
 	s.metrics.Preemptions.Add(float64(after.Preemptions - before.Preemptions))
+	// The gauges are set before any event leaves: a client that has its last
+	// token and then reads /metrics sees its pages already given back.
+	s.publish()
 	for _, ev := range events {
 		j, ok := s.jobs[ev.Seq]
 		if !ok {
@@ -236,7 +239,6 @@ func (s *SchedulerActor) step(ctx actor.Context) {
 			ctx.Send(j.requester, te)
 		}
 	}
-	s.publish()
 	s.kick(ctx)
 }
 
