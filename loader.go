@@ -192,6 +192,11 @@ func (l *dirLoader) LoadModel(ctx context.Context, phase func(string)) (model.Mo
 		m.Close()
 		return nil, nil, nil, err
 	}
+	if l.opts.PrefaultKV {
+		t0 := time.Now()
+		pool.Prefault()
+		l.opts.Logger.Debug("KV pool committed", "bytes", kvcache.FormatBytes(pool.Bytes()), "took", time.Since(t0).Round(time.Millisecond))
+	}
 	l.banner(m, dev, pool, time.Since(began))
 	return m, dev, pool, nil
 }
@@ -240,7 +245,7 @@ func (l *dirLoader) banner(m model.Model, dev gpu.Device, pool *kvcache.Pool, to
 	}
 	l.opts.Logger.Info("model loaded", "arch", info.Arch, "params", info.Params,
 		"weights", kvcache.FormatBytes(info.WeightBytes), "dtype", info.DType.String(), "huge_pages", info.HugePages, "kernels", dev.Name(),
-		"threads", l.opts.Threads, "kv_budget", kvcache.FormatBytes(l.opts.KVBudget), "kv_pool", kv, "state_slots", pool.NumSlots(), "context", ctxLen,
+		"threads", l.opts.Threads, "kv_budget", kvcache.FormatBytes(l.opts.KVBudget), "kv_pool", kv, "kv_committed", l.opts.PrefaultKV, "state_slots", pool.NumSlots(), "context", ctxLen,
 		"parallel", l.opts.Parallel, "prompt_cache", cache, "load_time", took.Round(time.Millisecond))
 }
 

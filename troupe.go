@@ -61,6 +61,15 @@ type Options struct {
 	// models, prompt cache on); the pool gets the rest. 0 means a quarter
 	// of KVBudget. It must be less than KVBudget.
 	SnapshotBudget int64
+	// PrefaultKV commits the KV pool's memory at load, before the model
+	// is marked loaded, as llama.cpp (which clears its KV buffer) and vLLM
+	// (which reserves its cache blocks) do: the first requests then do not
+	// pay for first-touch page faults in the pool, which on a virtual
+	// machine cost as much as 1.6 s per GiB, and the memory is resident
+	// from the start rather than growing under load. The zero value leaves
+	// the pool to be committed as it is used (embedders and tests that
+	// start many runtimes); troupe serve turns it on (--kv-prefault).
+	PrefaultKV bool
 	// StepTokens is the per-step token budget (chunked prefill); 0 means 512.
 	StepTokens int
 	// StepStretch bounds a step that prefills beside decoding streams to

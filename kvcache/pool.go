@@ -144,9 +144,8 @@ func (p *Pool) Closed() bool { return p.closed }
 
 // Prefault writes the whole storage of the pool once, so that the system
 // commits its memory now rather than in the first steps that use it, as
-// llama.cpp clears its KV buffer when it creates a context. It suits a pool
-// sized to its work (troupe generate's); a server's pool is left to fill
-// as it is used.
+// llama.cpp clears its KV buffer when it creates a context (troupe
+// generate, and troupe serve unless --kv-prefault=false).
 func (p *Pool) Prefault() {
 	if p.mem != nil {
 		clear(p.mem.Floats())

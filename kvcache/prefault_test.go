@@ -25,7 +25,7 @@ func TestPoolPrefault(t *testing.T) {
 		t.Skip("no mmap on this platform")
 	}
 	l := Layout{KVDims: []int{256, 256}}
-	const pages = 64 // 16 positions x 2 layers x K and V x 1 KiB: 4 MiB, 1024 pages of 4 KiB
+	const pages = 32 // 16 positions x 2 layers x K and V x 1 KiB: 2 MiB, 512 pages of 4 KiB (small enough for 4 KiB pages: see offheap)
 	for _, prefault := range []bool{false, true} {
 		p, err := NewPool(l, 16, pages, 1)
 		if err != nil {

@@ -68,6 +68,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	parallel := fs.Int("parallel", 16, "max sequences running at once")
 	kvBudget := fs.String("kv-budget", "1GiB", "memory for per-sequence state: KV pages, recurrent-state slots and prompt-cache snapshots together (bytes, or with KiB/MiB/GiB)")
 	snapBudget := fs.String("snapshot-budget", "", "share of --kv-budget for prompt-cache snapshots on state-space and hybrid models (default: a quarter)")
+	prefaultKV := fs.Bool("kv-prefault", true, "commit the KV pool's memory at startup, as llama.cpp and vLLM do, so the first requests do not pay for page faults (false: commit it as it fills)")
 	promptCache := fs.Bool("prompt-cache", true, "reuse prompt state across requests")
 	genConfig := fs.String("generation-config", "auto", "where unset sampling parameters come from: auto (the model's generation_config.json: temperature, top_p, top_k, min_p, repetition_penalty) or none (the server's defaults; vllm is accepted for none)")
 	apiKey := fs.String("api-key", "", "required bearer token(s), comma-separated (default: none); each key sees only its own stored responses and cached prompts")
@@ -193,7 +194,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	rt, err := troupe.Start(ctx, troupe.Options{
 		Model: *dir, ServedName: *name, ChatTemplate: *tmpl, Threads: *threads, MmapWeights: *mmapWeights, Parallel: *parallel,
-		KVBudget: budget, SnapshotBudget: snaps, StepTokens: *stepTokens, StepStretch: *stepStretch, MaxModelLen: *maxModelLen, PromptCache: *promptCache, Logger: log, LoadDelay: *loadDelay,
+		KVBudget: budget, SnapshotBudget: snaps, PrefaultKV: *prefaultKV, StepTokens: *stepTokens, StepStretch: *stepStretch, MaxModelLen: *maxModelLen, PromptCache: *promptCache, Logger: log, LoadDelay: *loadDelay,
 		StallTimeout: *stallTimeout, PrepareTimeout: *prepTimeout, MaxInspections: *maxInspections, GenerationConfig: *genConfig,
 		InspectMaxInput: int(inMax), InspectMaxOutput: int(outMax), LoadProgress: loadBar(stderr),
 	})

@@ -244,7 +244,7 @@ func TestServeBanner(t *testing.T) {
 			banner = l
 		}
 	}
-	for _, want := range []string{"arch=LlamaForCausalLM", "weights=", "dtype=", `kernels="cpu/`, "threads=1", `kv_budget="16.0 MiB"`, `kv_pool="`, "context=100", `prompt_cache="prefix pages"`} {
+	for _, want := range []string{"arch=LlamaForCausalLM", "weights=", "dtype=", `kernels="cpu/`, "threads=1", `kv_budget="16.0 MiB"`, `kv_pool="`, "kv_committed=true", "context=100", `prompt_cache="prefix pages"`} {
 		if !strings.Contains(banner, want) {
 			t.Errorf("banner %q lacks %s", banner, want)
 		}

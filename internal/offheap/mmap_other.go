@@ -3,7 +3,10 @@
 package offheap
 
 // mapAnon allocates on the Go heap on platforms without syscall.Mmap.
-func mapAnon(size int) ([]byte, error) { return make([]byte, size), nil }
+func mapAnon(size int) (mem, buf []byte, err error) {
+	mem = make([]byte, size)
+	return mem, mem, nil
+}
 
 func unmap([]byte) error { return nil }
 

@@ -1,12 +1,14 @@
-//go:build unix
+//go:build unix && !linux
 
 package offheap
 
 import "syscall"
 
-// mapAnon maps size bytes of private anonymous memory, read-write.
-func mapAnon(size int) ([]byte, error) {
-	return syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+// mapAnon maps size bytes of private anonymous memory, read-write; all of
+// it is usable (no transparent huge pages to align for).
+func mapAnon(size int) (mem, buf []byte, err error) {
+	mem, err = syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	return mem, mem, err
 }
 
 func unmap(mem []byte) error { return syscall.Munmap(mem) }

@@ -54,7 +54,9 @@ func Start(t testing.TB, bin string, args ...string) *Server {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	s := &Server{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Logs: &syncbuf.Buffer{}, done: make(chan struct{})}
-	cmd := exec.Command(bin, append([]string{"serve", "--host", "127.0.0.1", "--port", strconv.Itoa(port)}, args...)...)
+	// The pool is committed as it fills: suites start many servers, and
+	// committing a default 1 GiB pool for each would only cost them time.
+	cmd := exec.Command(bin, append([]string{"serve", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--kv-prefault=false"}, args...)...)
 	cmd.Stdout, cmd.Stderr = s.Logs, s.Logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
