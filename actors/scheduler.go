@@ -30,8 +30,11 @@ type SchedulerActor struct {
 	byReq    map[string]engine.SeqID
 	jobs     map[engine.SeqID]*jobState
 	stepping bool
-	warmUps  []*PrefillJob   // run only when the engine is otherwise idle; at most maxWarmUps
-	last     *SchedulerStats // counters already added to the metrics
+	warmUps  []*PrefillJob         // run only when the engine is otherwise idle; at most maxWarmUps
+	warming  map[engine.SeqID]bool // warm-ups in the engine
+	idleAt   time.Time             // when the engine last became idle
+	warmWait bool                  // a warmUpTick is on its way
+	last     *SchedulerStats       // counters already added to the metrics
 
 	pool *kvcache.Pool // the engine's; closed when the actor stops
 }
@@ -53,7 +56,8 @@ func NewSchedulerActor(opt engine.Options, m *metrics.Metrics, log *slog.Logger,
 		progress = &Progress{}
 	}
 	return func() actor.Actor {
-		return &SchedulerActor{opt: opt, metrics: m, log: log, progress: progress, byReq: map[string]engine.SeqID{}, jobs: map[engine.SeqID]*jobState{}}
+		return &SchedulerActor{opt: opt, metrics: m, log: log, progress: progress, byReq: map[string]engine.SeqID{},
+			jobs: map[engine.SeqID]*jobState{}, warming: map[engine.SeqID]bool{}}
 	}
 }
 
@@ -62,12 +66,23 @@ func NewSchedulerActor(opt engine.Options, m *metrics.Metrics, log *slog.Logger,
 // newer turns of a conversation supersede them anyway.
 const maxWarmUps = 32
 
+// warmUpIdle is how long the engine must have been idle before a queued
+// warm-up starts. A client in a tight loop (an agent whose tool answered
+// at once, a benchmark) sends the next turn within milliseconds of the
+// last token, and that turn computes the same history itself; a warm-up
+// already in its step would hold it up for the length of the step.
+const warmUpIdle = 50 * time.Millisecond
+
+// warmUpTick asks the scheduler to look at its queued warm-ups again.
+type warmUpTick struct{}
+
 // Receive implements actor.Actor.
 func (s *SchedulerActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *modelReady:
 		s.eng = engine.New(msg.model, msg.dev, msg.pool, s.opt)
 		s.pool = msg.pool
+		s.idleAt = time.Now()
 		s.publish()
 		pending := s.pending
 		s.pending = nil
@@ -110,6 +125,9 @@ func (s *SchedulerActor) Receive(ctx actor.Context) {
 	case *step:
 		s.stepping = false
 		s.step(ctx)
+	case *warmUpTick:
+		s.warmWait = false
+		s.kick(ctx)
 	case *StatsQuery:
 		ctx.Respond(s.stats())
 	case *CacheProbe:
@@ -146,6 +164,7 @@ func (s *SchedulerActor) submit(ctx actor.Context, j *PrefillJob, requester *act
 		Logprobs: j.Logprobs, TopLogprobs: int(j.TopLogprobs),
 		Boundary: int(j.HistoryBoundary), Scope: j.CacheScope, FitMaxTokens: j.FitMaxTokens,
 	}
+	s.yieldWarmUps()
 	id, err := s.eng.Submit(req)
 	if err != nil {
 		if requester != nil {
@@ -173,19 +192,60 @@ func (s *SchedulerActor) cancel(reqID string) {
 		delete(s.byReq, reqID)
 		delete(s.jobs, id)
 		if s.eng.Idle() {
-			s.progress.setIdle(time.Now(), true)
+			s.idleAt = time.Now()
+			s.progress.setIdle(s.idleAt, true)
 		}
 		s.publish()
 	}
 }
 
-func (s *SchedulerActor) kick(ctx actor.Context) {
-	if s.eng != nil && s.eng.Idle() && len(s.warmUps) > 0 {
+// yieldWarmUps makes room for a request: on a dense-KV engine the warm-ups
+// in flight are cancelled, which keeps what they computed (a cancelled
+// sequence's pages go to the prefix cache) and lets the request, usually
+// the very turn the warm-up prepared for, start at the next step. On a
+// snapshot engine a cut-short warm-up would leave no snapshot, so it runs
+// on beside the request.
+func (s *SchedulerActor) yieldWarmUps() {
+	if len(s.warming) == 0 || s.eng.SnapshotCache() {
+		return
+	}
+	for id := range s.warming {
+		s.eng.Cancel(id)
+		delete(s.warming, id)
+	}
+}
+
+// startWarmUp starts the oldest queued warm-up once the engine has been idle
+// for warmUpIdle (asking for a tick when it has not yet). A warm-up whose
+// history is already cached, as when the next turn came first, is dropped.
+func (s *SchedulerActor) startWarmUp(ctx actor.Context) {
+	for len(s.warmUps) > 0 {
+		if wait := warmUpIdle - time.Since(s.idleAt); wait > 0 {
+			if !s.warmWait {
+				s.warmWait = true
+				sys, self := ctx.ActorSystem(), ctx.Self()
+				time.AfterFunc(wait, func() { sys.Root.Send(self, &warmUpTick{}) })
+			}
+			return
+		}
 		w := s.warmUps[0]
 		s.warmUps = s.warmUps[1:]
-		if _, err := s.eng.Submit(engine.Request{Prompt: w.Prompt, MaxTokens: 0, Scope: w.CacheScope, WarmUp: true}); err != nil {
-			s.log.Debug("warm-up rejected", "err", err)
+		if s.eng.Reusable(w.Prompt, w.CacheScope) >= len(w.Prompt)-1 {
+			continue
 		}
+		id, err := s.eng.Submit(engine.Request{Prompt: w.Prompt, MaxTokens: 0, Scope: w.CacheScope, WarmUp: true})
+		if err != nil {
+			s.log.Debug("warm-up rejected", "err", err)
+			continue
+		}
+		s.warming[id] = true
+		return
+	}
+}
+
+func (s *SchedulerActor) kick(ctx actor.Context) {
+	if s.eng != nil && s.eng.Idle() && len(s.warmUps) > 0 {
+		s.startWarmUp(ctx)
 	}
 	if !s.stepping && s.eng != nil && !s.eng.Idle() {
 		s.progress.busy(time.Now())
@@ -200,7 +260,11 @@ func (s *SchedulerActor) step(ctx actor.Context) {
 	}
 	before := s.eng.Stats()
 	events, err := s.eng.Step()
-	s.progress.stepped(time.Now(), s.eng.Idle())
+	now := time.Now()
+	s.progress.stepped(now, s.eng.Idle())
+	if s.eng.Idle() {
+		s.idleAt = now
+	}
 	if err != nil {
 		// A step that cannot run fails every running job rather than spin.
 		s.log.Error("engine step failed", "err", err)
@@ -210,7 +274,12 @@ func (s *SchedulerActor) step(ctx actor.Context) {
 			delete(s.jobs, id)
 			delete(s.byReq, j.id)
 		}
-		s.progress.setIdle(time.Now(), s.eng.Idle())
+		for id := range s.warming {
+			s.eng.Cancel(id)
+			delete(s.warming, id)
+		}
+		s.idleAt = time.Now()
+		s.progress.setIdle(s.idleAt, s.eng.Idle())
 		return
 	}
 	after := s.eng.Stats()
@@ -221,6 +290,9 @@ func (s *SchedulerActor) step(ctx actor.Context) {
 	// token and then reads /metrics sees its pages already given back.
 	s.publish()
 	for _, ev := range events {
+		if ev.Finish != engine.NotFinished {
+			delete(s.warming, ev.Seq)
+		}
 		j, ok := s.jobs[ev.Seq]
 		if !ok {
 			continue

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -200,52 +201,60 @@ func BenchmarkSnapshot(b *testing.B) {
 // nothing is reused: 16 requests with random 256-token prompts (no common
 // page), 16 tokens each, 8 at a time, on smollm2-135m bf16, in a pool that
 // holds 9 running sequences, so the cache must evict what finished
-// sequences left to admit the second half. Compare cache=on with
-// cache=off in the same run (-count alternates them).
+// sequences left to admit the second half. Each b.N iteration is one round
+// of cache on and cache off, alternating which goes first, so both see the
+// same machine load; it reports the median prompt tokens per second of
+// each and their ratio (on/off; 1 means the cache costs nothing).
 func BenchmarkPrefixCacheNoReuse(b *testing.B) {
 	m := benchModel(b, gpu.BF16)
 	dev := benchDevice(b, false)
 	vocab := m.Info().Vocab
-	for _, cache := range []bool{true, false} {
-		name := "cache=off"
-		if cache {
-			name = "cache=on"
-		}
-		b.Run(name, func(b *testing.B) {
-			pool, err := kvcache.NewPool(model.PoolLayout(m.Cache()), 16, 9*18, 8)
-			if err != nil {
+	pool, err := kvcache.NewPool(model.PoolLayout(m.Cache()), 16, 9*18, 8)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	round := func(cache bool) float64 {
+		e := engine.New(m, dev, pool, engine.Options{StepTokens: 512, MaxRunning: 8, PrefixCache: cache})
+		for range 16 {
+			p := make([]int32, 256)
+			for i := range p {
+				p[i] = int32(rng.IntN(vocab))
+			}
+			if _, err := e.Submit(engine.Request{Prompt: p, MaxTokens: 16}); err != nil {
 				b.Fatal(err)
 			}
-			defer pool.Close()
-			rng := rand.New(rand.NewPCG(1, 2))
-			tokens := 0
-			var took time.Duration
-			for b.Loop() {
-				e := engine.New(m, dev, pool, engine.Options{StepTokens: 512, MaxRunning: 8, PrefixCache: cache})
-				for range 16 {
-					p := make([]int32, 256)
-					for i := range p {
-						p[i] = int32(rng.IntN(vocab))
-					}
-					if _, err := e.Submit(engine.Request{Prompt: p, MaxTokens: 16}); err != nil {
-						b.Fatal(err)
-					}
-				}
-				start := time.Now()
-				for !e.Idle() {
-					evs, err := e.Step()
-					if err != nil {
-						b.Fatal(err)
-					}
-					tokens += len(evs)
-				}
-				took += time.Since(start)
-				if st := e.Stats(); cache && st.Cache.Evictions == 0 {
-					b.Fatalf("the cache evicted nothing: %+v", st.Cache)
-				}
-				e.ResetCache()
+		}
+		start := time.Now()
+		for !e.Idle() {
+			if _, err := e.Step(); err != nil {
+				b.Fatal(err)
 			}
-			b.ReportMetric(float64(16*256*b.N)/took.Seconds(), "prompt-tok/s")
-		})
+		}
+		took := time.Since(start)
+		if st := e.Stats(); cache && st.Cache.Evictions == 0 {
+			b.Fatalf("the cache evicted nothing: %+v", st.Cache)
+		}
+		e.ResetCache()
+		return 16 * 256 / took.Seconds()
 	}
+	round(true) // first-use costs out of the rounds
+	var on, off []float64
+	loads := []string{loadAvg()}
+	for i := 0; b.Loop(); i++ {
+		for j := range 2 {
+			if (i+j)%2 == 0 {
+				on = append(on, round(true))
+			} else {
+				off = append(off, round(false))
+			}
+		}
+	}
+	loads = append(loads, loadAvg())
+	mon, moff := median(on), median(off)
+	b.ReportMetric(mon, "on-tok/s")
+	b.ReportMetric(moff, "off-tok/s")
+	b.ReportMetric(mon/moff, "on/off")
+	b.Logf("%d rounds, load %s: cache on %.0f, off %.0f prompt tok/s: on/off %.3f", len(on), strings.Join(loads, " -> "), mon, moff, mon/moff)
 }

@@ -83,7 +83,8 @@ func (d *timedDevice) Attention(out, q []float32, kv *gpu.KVLayer, seqs []gpu.At
 	d.Device.Attention(out, q, kv, seqs, p)
 }
 
-// BenchmarkPrefillOps runs 512-token prefill forwards of smollm2-135m (bf16,
+// BenchmarkPrefillOps runs 512-token and 92-token (a second turn's new
+// text) prefill forwards of smollm2-135m (bf16,
 // weights packed as troupe generate and serve pack them) and logs the time
 // per forward of each device operation, to show where a prefill step spends
 // its time: CPU time of the calling thread with one thread (robust to other
@@ -100,35 +101,37 @@ func BenchmarkPrefillOps(b *testing.B) {
 		if _, err := model.PackWeights(m, dev); err != nil {
 			b.Fatal(err)
 		}
-		td := &timedDevice{Device: dev, t: map[string]time.Duration{}, cpuTime: th == 1}
-		b.Run("threads"+strconv.Itoa(th), func(b *testing.B) {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			var total time.Duration
-			for b.Loop() {
-				var seq kvcache.Seq
-				if err := pool.Reserve(&seq, 512); err != nil {
-					b.Fatal(err)
+		for _, n := range []int{512, 92} {
+			td := &timedDevice{Device: dev, t: map[string]time.Duration{}, cpuTime: th == 1}
+			b.Run("threads"+strconv.Itoa(th)+"/pp"+strconv.Itoa(n), func(b *testing.B) {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				var total time.Duration
+				for b.Loop() {
+					var seq kvcache.Seq
+					if err := pool.Reserve(&seq, n); err != nil {
+						b.Fatal(err)
+					}
+					t0 := td.clock()
+					if _, err := m.Forward(td, pool, []model.Seq{{Tokens: prompt(n), Pages: seq.Pages, Logits: model.LastLogits}}); err != nil {
+						b.Fatal(err)
+					}
+					total += td.clock() - t0
+					pool.Free(&seq)
 				}
-				t0 := td.clock()
-				if _, err := m.Forward(td, pool, []model.Seq{{Tokens: prompt(512), Pages: seq.Pages, Logits: model.LastLogits}}); err != nil {
-					b.Fatal(err)
+				var names []string
+				var ops time.Duration
+				for k, v := range td.t {
+					names = append(names, k)
+					ops += v
 				}
-				total += td.clock() - t0
-				pool.Free(&seq)
-			}
-			var names []string
-			var ops time.Duration
-			for k, v := range td.t {
-				names = append(names, k)
-				ops += v
-			}
-			sort.Slice(names, func(i, j int) bool { return td.t[names[i]] > td.t[names[j]] })
-			for _, k := range names {
-				b.Logf("%-28s %8.2f ms", k, float64(td.t[k].Microseconds())/1e3/float64(b.N))
-			}
-			b.Logf("%-28s %8.2f ms", "outside ops", float64((total-ops).Microseconds())/1e3/float64(b.N))
-			b.ReportMetric(float64(512*b.N)/total.Seconds(), "tok/s")
-		})
+				sort.Slice(names, func(i, j int) bool { return td.t[names[i]] > td.t[names[j]] })
+				for _, k := range names {
+					b.Logf("%-28s %8.2f ms", k, float64(td.t[k].Microseconds())/1e3/float64(b.N))
+				}
+				b.Logf("%-28s %8.2f ms", "outside ops", float64((total-ops).Microseconds())/1e3/float64(b.N))
+				b.ReportMetric(float64(n*b.N)/total.Seconds(), "tok/s")
+			})
+		}
 	}
 }

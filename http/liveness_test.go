@@ -265,3 +265,53 @@ func waitRunning(t *testing.T, s *server) {
 	}
 	t.Fatal("no sequence started running")
 }
+
+// TestWarmUpYieldsToRequest: a request that arrives while a warm-up is
+// being prefilled does not wait behind it. On a dense-KV model the warm-up
+// is cut short, and what it had computed stays in the prefix cache for the
+// request to reuse.
+func TestWarmUpYieldsToRequest(t *testing.T) {
+	s := startWith(t, troupe.Options{KVBudget: 64 << 20, StepTokens: 8, PromptCache: true}, troupehttp.Config{}, nil)
+	s.waitReady(t)
+	history := strings.Repeat("a long conversation so far, ", 120) // 3,360 bytes: 420 steps of 8 tokens
+	msgs, err := templates.DecodeJSON([]byte(`[{"role":"user","content":"` + history + `"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.rt.WarmUp(context.Background(), &chat.Request{Messages: msgs.([]any)}, "answer"); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, s)
+	if st, err := s.rt.SchedulerStats(context.Background()); err != nil || st.WarmUps != 0 {
+		t.Skip("the warm-up ran to its end before the request could be sent (machine too fast to test this)")
+	}
+	body := `{"messages":[{"role":"user","content":"` + history + `"},{"role":"assistant","content":"answer"},{"role":"user","content":"next"}],"max_tokens":2,"ignore_eos":true}`
+	resp, out := s.post(t, "/v1/chat/completions", body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, out)
+	}
+	st, err := s.rt.SchedulerStats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.WarmUps != 0 {
+		t.Errorf("the warm-up ran to its end: the request waited behind it")
+	}
+	var r struct {
+		Usage struct {
+			Prompt  int `json:"prompt_tokens"`
+			Details struct {
+				Cached int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		}
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Usage.Details.Cached == 0 {
+		t.Errorf("the request reused nothing of the warm-up it cut short: %s", out)
+	}
+	if st.Running != 0 || st.Waiting != 0 {
+		t.Errorf("after the request: %d running, %d waiting (the cut-short warm-up should be gone)", st.Running, st.Waiting)
+	}
+}
