@@ -9,7 +9,9 @@ import "time"
 // costs about as much as a tenth of a whole decode step, so a full
 // 512-token chunk would hold every running stream for the time of dozens
 // of tokens. cadence learns two costs from the steps it is shown, as
-// moving averages: a decode-only step, and one prefill token. While
+// moving averages: a decode-only step, and one prefill token beside
+// decoding sequences (a prefill-only step gives only the first guess of
+// that: in the short chunks of mixed steps a token costs more). While
 // sequences decode, a step's prefill budget is what fits in (stretch − 1)
 // decode steps, so a mixed step lasts at most about stretch times a decode
 // step and inter-token gaps stay within that factor of the median. With
@@ -21,7 +23,8 @@ import "time"
 type cadence struct {
 	stretch  float64 // most a mixed step may last, in decode steps; <= 1: off
 	decode   float64 // seconds per decode-only step (0: not measured yet)
-	perToken float64 // seconds per prefill token (0: not measured yet)
+	perToken float64 // seconds per prefill token beside decoding (0: not measured yet)
+	alone    float64 // seconds per prefill token in steps that decode nothing (the first guess)
 	mixed    int     // mixed steps since the last decode-only one
 }
 
@@ -47,16 +50,16 @@ func (c *cadence) observe(d time.Duration, decoders, prefill int) {
 	case decoders > 0:
 		c.mixed++
 	}
+	// A token costs more beside decoding sequences than in a long chunk of
+	// its own (a short chunk runs the matmuls at a few dozen rows, where
+	// they are less efficient), so only mixed steps measure the cost that
+	// sizes mixed steps; a prefill-only step gives the first guess.
 	switch {
-	case prefill >= minPrefillChunk:
-		extra := s
-		if decoders > 0 {
-			if c.decode == 0 {
-				return // the decode part is not known yet
-			}
-			extra -= c.decode
-		}
-		if extra > 0 {
+	case prefill < minPrefillChunk:
+	case decoders == 0:
+		c.alone = ewma(c.alone, s/float64(prefill))
+	case c.decode > 0: // else the decode part is not known yet
+		if extra := s - c.decode; extra > 0 {
 			c.perToken = ewma(c.perToken, extra/float64(prefill))
 		}
 	}
@@ -71,10 +74,15 @@ func (c *cadence) budget(decoders, limit int) int {
 		return limit
 	case c.decode == 0 || c.mixed >= remeasureAfter:
 		return 0 // decode only, to measure it
-	case c.perToken == 0:
+	}
+	per := c.perToken
+	if per == 0 {
+		per = c.alone
+	}
+	if per == 0 {
 		return min(limit, minPrefillChunk)
 	}
-	n := int((c.stretch - 1) * c.decode / c.perToken)
+	n := int((c.stretch - 1) * c.decode / per)
 	return min(limit, max(n, minPrefillChunk))
 }
 

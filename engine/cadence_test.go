@@ -21,7 +21,9 @@ func TestCadence(t *testing.T) {
 		// decode 20 ms, a prefill token 1 ms: one extra decode step is 20 tokens.
 		{"one extra decode step of prefill", 2, [][3]float64{{20, 4, 0}, {120, 4, 100}}, 4, 512, 20},
 		{"stretch 3: two decode steps of prefill", 3, [][3]float64{{20, 4, 0}, {120, 4, 100}}, 4, 512, 40},
-		{"a pure prefill step measures the token cost", 2, [][3]float64{{20, 1, 0}, {200, 0, 200}}, 1, 512, 20},
+		{"a pure prefill step gives the first guess", 2, [][3]float64{{20, 1, 0}, {200, 0, 200}}, 1, 512, 20},
+		// beside decoding a token costs 2 ms, in a chunk of its own 0.5 ms: mixed steps are sized by the 2 ms.
+		{"mixed steps measure the cost beside decoding", 2, [][3]float64{{40, 4, 0}, {100, 0, 200}, {120, 4, 40}}, 4, 512, 20},
 		{"never below the smallest chunk", 2, [][3]float64{{2, 1, 0}, {102, 1, 100}}, 1, 512, minPrefillChunk},
 		{"never above the step budget left", 50, [][3]float64{{20, 1, 0}, {30, 1, 100}}, 1, 300, 300},
 		{"off", 0, [][3]float64{{20, 4, 0}, {120, 4, 100}}, 4, 512, 512},
