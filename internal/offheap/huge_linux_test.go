@@ -3,26 +3,12 @@
 package offheap
 
 import (
-	"os"
-	"strings"
 	"syscall"
 	"testing"
 	"unsafe"
-)
 
-// thpMode is the system's transparent huge page mode ("" when unknown).
-func thpMode() string {
-	b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
-	if err != nil {
-		return ""
-	}
-	s := string(b)
-	i, j := strings.IndexByte(s, '['), strings.IndexByte(s, ']')
-	if i < 0 || j < i {
-		return ""
-	}
-	return s[i+1 : j]
-}
+	"github.com/troupe-ai/troupe/internal/hugemem"
+)
 
 func minorFaults(t *testing.T) int64 {
 	var ru syscall.Rusage
@@ -55,7 +41,7 @@ func TestLargeBlocksUseHugePages(t *testing.T) {
 		f[i] = 1
 	}
 	faults := minorFaults(t) - before
-	switch mode := thpMode(); mode {
+	switch mode := hugemem.THP(); mode {
 	case "always", "madvise":
 		if faults >= size/4096/4 {
 			t.Errorf("THP %q: writing a fresh %d MiB block took %d page faults (4 KiB pages take %d)", mode, size>>20, faults, size/4096)
