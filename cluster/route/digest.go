@@ -1,0 +1,202 @@
+package route
+
+import (
+	"container/list"
+	"encoding/binary"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// BlockTokens is the number of token ids in one hashed block: the KV page
+// size of the kvcache package, so that one block is one page of a replica's
+// prefix index.
+const BlockTokens = 16
+
+// BlockHash identifies a whole page-aligned prefix: block i's hash chains
+// block i-1's, h_i = xxhash64(h_{i-1} ‖ tokens[16i:16i+16]) (little-endian),
+// and h_{-1} is the hash of the tenant, so equal hashes mean equal tenant and
+// equal tokens from position 0 to the end of the block.
+type BlockHash uint64
+
+// snapshotDomain separates snapshot keys from block hashes.
+const snapshotDomain = 0x736e6170 // "snap"
+
+// BlockHashes returns the chained hashes of the full blocks of tokens (a
+// trailing partial block has none) under tenant (the kvcache scope's tenant;
+// "" for none).
+func BlockHashes(tenant string, tokens []int32) []BlockHash {
+	return AppendBlockHashes(nil, tenant, tokens)
+}
+
+// AppendBlockHashes appends to dst the chained hashes of the full blocks of
+// tokens beyond the len(dst) blocks dst already holds, which must be the
+// hashes of tokens' first len(dst) blocks under tenant. It lets a caller that
+// extends a conversation hash only the new blocks.
+func AppendBlockHashes(dst []BlockHash, tenant string, tokens []int32) []BlockHash {
+	prev := BlockHash(xxhash.Sum64String(tenant))
+	if len(dst) > 0 {
+		prev = dst[len(dst)-1]
+	}
+	var buf [8 + 4*BlockTokens]byte
+	for i := len(dst); (i+1)*BlockTokens <= len(tokens); i++ {
+		binary.LittleEndian.PutUint64(buf[:8], uint64(prev))
+		for j, t := range tokens[i*BlockTokens : (i+1)*BlockTokens] {
+			binary.LittleEndian.PutUint32(buf[8+4*j:], uint32(t))
+		}
+		prev = BlockHash(xxhash.Sum64(buf[:]))
+		dst = append(dst, prev)
+	}
+	return dst
+}
+
+// SnapshotKey is the key of a snapshot covering exactly tokens (any length,
+// not page-aligned) under tenant: the hash of the last full block chained
+// with the remaining tokens and the total length. A snapshot model's replica
+// puts these keys in its digest instead of block hashes.
+func SnapshotKey(tenant string, tokens []int32) BlockHash {
+	full := len(tokens) / BlockTokens * BlockTokens
+	prev := BlockHash(xxhash.Sum64String(tenant))
+	if hs := BlockHashes(tenant, tokens[:full]); len(hs) > 0 {
+		prev = hs[len(hs)-1]
+	}
+	buf := make([]byte, 0, 16+4*(len(tokens)-full)+4)
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(prev))
+	buf = binary.LittleEndian.AppendUint32(buf, snapshotDomain)
+	for _, t := range tokens[full:] {
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(t))
+	}
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(len(tokens)))
+	return BlockHash(xxhash.Sum64(buf))
+}
+
+// Prefixes is what a replica publishes about its cache: a set of block
+// hashes (dense models) or snapshot keys (snapshot models).
+type Prefixes interface {
+	Contains(h BlockHash) bool
+}
+
+// HashSet is a published digest as a gateway holds it: rebuilt from the
+// replica's Digest.Hashes each time a state update arrives.
+type HashSet map[BlockHash]struct{}
+
+// NewHashSet returns the set of hs.
+func NewHashSet(hs []BlockHash) HashSet {
+	s := make(HashSet, len(hs))
+	for _, h := range hs {
+		s[h] = struct{}{}
+	}
+	return s
+}
+
+// Contains reports whether h is in s.
+func (s HashSet) Contains(h BlockHash) bool {
+	_, ok := s[h]
+	return ok
+}
+
+// MatchBlocks returns how many leading blocks of a request (its chained block
+// hashes) p holds without a gap: the length, in blocks, of the longest prefix
+// the replica is expected to have cached. A nil p matches nothing.
+func MatchBlocks(p Prefixes, blocks []BlockHash) int {
+	if p == nil {
+		return 0
+	}
+	n := 0
+	for n < len(blocks) && p.Contains(blocks[n]) {
+		n++
+	}
+	return n
+}
+
+// Digest is a replica's bounded record of the prefixes it caches: at most
+// Max block hashes, least recently used dropped first. A replica feeds it
+// from its prefix index: Add(tenant, tokens) for every Insert (the prompt and
+// the generated tokens it caches) and for every Lookup hit (the matched part),
+// so the digest's LRU order follows the index's. Blocks are added deepest
+// first, so a prefix's ancestors are always at least as recent as its
+// descendants and are dropped after them, as the radix index evicts leaves
+// before their parents. An entry may outlive the page it describes (the index
+// evicted it first); the cost is a mispredicted hit, which routing tolerates.
+// Hashes is what the replica publishes, at a bounded rate. A Digest is not
+// safe for concurrent use.
+type Digest struct {
+	max int
+	m   map[BlockHash]*list.Element
+	lru list.List // front: most recently used
+}
+
+// NewDigest returns an empty digest of at most n entries (n < 1 means 1).
+func NewDigest(n int) *Digest {
+	return &Digest{max: max(n, 1), m: map[BlockHash]*list.Element{}}
+}
+
+// Add records the full blocks of prefixTokens under tenant.
+func (d *Digest) Add(tenant string, prefixTokens []int32) {
+	d.AddBlocks(BlockHashes(tenant, prefixTokens))
+}
+
+// AddBlocks records the chained block hashes of one prefix (block 0 first)
+// and returns how many entries were dropped to stay within the bound.
+func (d *Digest) AddBlocks(blocks []BlockHash) (dropped int) {
+	for i := len(blocks) - 1; i >= 0; i-- {
+		d.touch(blocks[i])
+	}
+	for d.lru.Len() > d.max {
+		e := d.lru.Back()
+		delete(d.m, e.Value.(BlockHash))
+		d.lru.Remove(e)
+		dropped++
+	}
+	return dropped
+}
+
+// AddKey records one snapshot key (the digest of a snapshot model).
+func (d *Digest) AddKey(k BlockHash) int { return d.AddBlocks([]BlockHash{k}) }
+
+func (d *Digest) touch(h BlockHash) {
+	if e, ok := d.m[h]; ok {
+		d.lru.MoveToFront(e)
+		return
+	}
+	d.m[h] = d.lru.PushFront(h)
+}
+
+// Touch marks the leading blocks that are present as used (a lookup hit)
+// and returns how many leading blocks were present.
+func (d *Digest) Touch(blocks []BlockHash) int {
+	n := MatchBlocks(d, blocks)
+	for i := n - 1; i >= 0; i-- {
+		d.lru.MoveToFront(d.m[blocks[i]])
+	}
+	return n
+}
+
+// Contains reports whether h is recorded; it does not change the LRU order.
+func (d *Digest) Contains(h BlockHash) bool {
+	_, ok := d.m[h]
+	return ok
+}
+
+// Remove drops h (a replica that knows which prefix it evicted); it reports
+// whether h was present.
+func (d *Digest) Remove(h BlockHash) bool {
+	e, ok := d.m[h]
+	if ok {
+		delete(d.m, h)
+		d.lru.Remove(e)
+	}
+	return ok
+}
+
+// Len returns the number of entries.
+func (d *Digest) Len() int { return d.lru.Len() }
+
+// Hashes returns the entries, most recently used first: what the replica
+// publishes (8 bytes an entry).
+func (d *Digest) Hashes() []BlockHash {
+	hs := make([]BlockHash, 0, d.lru.Len())
+	for e := d.lru.Front(); e != nil; e = e.Next() {
+		hs = append(hs, e.Value.(BlockHash))
+	}
+	return hs
+}

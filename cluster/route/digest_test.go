@@ -1,0 +1,73 @@
+package route
+
+import "testing"
+
+func TestBlockHashesChain(t *testing.T) {
+	a := toks(0, 50)
+	h := BlockHashes("", a)
+	if len(h) != 3 {
+		t.Fatalf("%d hashes for 50 tokens, want 3 full blocks", len(h))
+	}
+	// Same block content after a different prefix hashes differently.
+	b := cat(toks(100, 16), a[16:32])
+	if hb := BlockHashes("", b); hb[1] == h[1] {
+		t.Fatal("block 1 hash does not depend on block 0")
+	}
+	// A common prefix has common hashes; divergence changes the rest.
+	c := cat(a[:32], toks(7, 20))
+	hc := BlockHashes("", c)
+	if hc[0] != h[0] || hc[1] != h[1] || hc[2] == h[2] {
+		t.Fatalf("prefix hashes %x vs %x", hc, h)
+	}
+	if BlockHashes("t", a)[0] == h[0] {
+		t.Fatal("tenant not in the chain")
+	}
+	// Appending hashes only the new blocks, with the same result.
+	part := BlockHashes("t", a[:20])
+	if got, want := AppendBlockHashes(part, "t", a), BlockHashes("t", a); len(got) != len(want) || got[2] != want[2] {
+		t.Fatalf("append %x, want %x", got, want)
+	}
+	if SnapshotKey("", a[:32]) == h[1] || SnapshotKey("", a[:33]) == SnapshotKey("", a[:34]) {
+		t.Fatal("snapshot keys collide with block hashes or each other")
+	}
+}
+
+func TestDigest(t *testing.T) {
+	d := NewDigest(6)
+	p := toks(0, 64) // 4 blocks
+	d.Add("", p)
+	if got := MatchBlocks(d, BlockHashes("", cat(p, toks(500, 40)))); got != 4 {
+		t.Fatalf("match %d, want 4", got)
+	}
+	// A second prefix of 4 blocks overflows the bound by 2: the least
+	// recently used entries go, deepest blocks of the older prefix first.
+	q := toks(1000, 64)
+	if dropped := d.AddBlocks(BlockHashes("", q)); dropped != 2 {
+		t.Fatalf("dropped %d, want 2", dropped)
+	}
+	if got := MatchBlocks(d, BlockHashes("", p)); got != 2 {
+		t.Fatalf("older prefix keeps %d blocks, want its first 2", got)
+	}
+	if d.Len() != 6 {
+		t.Fatalf("len %d", d.Len())
+	}
+	// Touching p's blocks makes q's deepest the next to go.
+	if n := d.Touch(BlockHashes("", p)); n != 2 {
+		t.Fatalf("touch matched %d", n)
+	}
+	d.AddKey(42)
+	if !d.Contains(42) || MatchBlocks(d, BlockHashes("", q)) != 3 {
+		t.Fatalf("after touch: q matches %d", MatchBlocks(d, BlockHashes("", q)))
+	}
+	hs := d.Hashes()
+	if len(hs) != 6 || hs[0] != 42 {
+		t.Fatalf("hashes %x", hs)
+	}
+	s := NewHashSet(hs)
+	if MatchBlocks(s, BlockHashes("", p)) != 2 || MatchBlocks(nil, hs) != 0 {
+		t.Fatal("published set differs from the digest")
+	}
+	if !d.Remove(42) || d.Remove(42) || d.Contains(42) {
+		t.Fatal("remove")
+	}
+}
