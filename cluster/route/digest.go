@@ -120,6 +120,10 @@ func MatchBlocks(p Prefixes, blocks []BlockHash) int {
 // Hashes is what the replica publishes, at a bounded rate. A Digest is not
 // safe for concurrent use.
 type Digest struct {
+	// OnDrop, when set, is called with every entry the bound drops: a
+	// replica that publishes deltas rather than whole digests records it.
+	OnDrop func(h BlockHash)
+
 	max int
 	m   map[BlockHash]*list.Element
 	lru list.List // front: most recently used
@@ -143,9 +147,13 @@ func (d *Digest) AddBlocks(blocks []BlockHash) (dropped int) {
 	}
 	for d.lru.Len() > d.max {
 		e := d.lru.Back()
-		delete(d.m, e.Value.(BlockHash))
+		h := e.Value.(BlockHash)
+		delete(d.m, h)
 		d.lru.Remove(e)
 		dropped++
+		if d.OnDrop != nil {
+			d.OnDrop(h)
+		}
 	}
 	return dropped
 }
