@@ -1,7 +1,6 @@
 package route
 
 import (
-	"container/list"
 	"encoding/binary"
 
 	"github.com/cespare/xxhash/v2"
@@ -124,14 +123,21 @@ type Digest struct {
 	// replica that publishes deltas rather than whole digests records it.
 	OnDrop func(h BlockHash)
 
-	max int
-	m   map[BlockHash]*list.Element
-	lru list.List // front: most recently used
+	max   int
+	m     map[BlockHash]int32 // entry -> its node
+	nodes []node              // nodes[0]: the list's sentinel; next of it is the most recent
+	free  []int32             // unused nodes
+}
+
+// node is one entry of the Digest's LRU list (indices into Digest.nodes).
+type node struct {
+	h          BlockHash
+	prev, next int32
 }
 
 // NewDigest returns an empty digest of at most n entries (n < 1 means 1).
 func NewDigest(n int) *Digest {
-	return &Digest{max: max(n, 1), m: map[BlockHash]*list.Element{}}
+	return &Digest{max: max(n, 1), m: map[BlockHash]int32{}, nodes: []node{{}}}
 }
 
 // Add records the full blocks of prefixTokens under tenant.
@@ -143,30 +149,61 @@ func (d *Digest) Add(tenant string, prefixTokens []int32) {
 // and returns how many entries were dropped to stay within the bound.
 func (d *Digest) AddBlocks(blocks []BlockHash) (dropped int) {
 	for i := len(blocks) - 1; i >= 0; i-- {
-		d.touch(blocks[i])
-	}
-	for d.lru.Len() > d.max {
-		e := d.lru.Back()
-		h := e.Value.(BlockHash)
-		delete(d.m, h)
-		d.lru.Remove(e)
-		dropped++
-		if d.OnDrop != nil {
-			d.OnDrop(h)
+		if d.touch(blocks[i]) {
+			dropped++
 		}
 	}
 	return dropped
 }
 
-// AddKey records one snapshot key (the digest of a snapshot model).
+// AddKey records one snapshot key (the digest of a snapshot model) and
+// returns how many entries were dropped.
 func (d *Digest) AddKey(k BlockHash) int { return d.AddBlocks([]BlockHash{k}) }
 
-func (d *Digest) touch(h BlockHash) {
-	if e, ok := d.m[h]; ok {
-		d.lru.MoveToFront(e)
-		return
+// touch makes h the most recent entry, adding it (and dropping the least
+// recent when the digest is full; it reports whether it did) if absent.
+func (d *Digest) touch(h BlockHash) (dropped bool) {
+	if i, ok := d.m[h]; ok {
+		d.unlink(i)
+		d.pushFront(i)
+		return false
 	}
-	d.m[h] = d.lru.PushFront(h)
+	if len(d.m) >= d.max {
+		last := d.nodes[0].prev
+		old := d.nodes[last].h
+		delete(d.m, old)
+		d.unlink(last)
+		d.free = append(d.free, last)
+		dropped = true
+		if d.OnDrop != nil {
+			d.OnDrop(old)
+		}
+	}
+	var i int32
+	if n := len(d.free); n > 0 {
+		i = d.free[n-1]
+		d.free = d.free[:n-1]
+	} else {
+		i = int32(len(d.nodes))
+		d.nodes = append(d.nodes, node{})
+	}
+	d.nodes[i].h = h
+	d.m[h] = i
+	d.pushFront(i)
+	return dropped
+}
+
+func (d *Digest) unlink(i int32) {
+	n := &d.nodes[i]
+	d.nodes[n.prev].next = n.next
+	d.nodes[n.next].prev = n.prev
+}
+
+func (d *Digest) pushFront(i int32) {
+	first := d.nodes[0].next
+	d.nodes[i].prev, d.nodes[i].next = 0, first
+	d.nodes[first].prev = i
+	d.nodes[0].next = i
 }
 
 // Touch marks the leading blocks that are present as used (a lookup hit)
@@ -174,7 +211,7 @@ func (d *Digest) touch(h BlockHash) {
 func (d *Digest) Touch(blocks []BlockHash) int {
 	n := MatchBlocks(d, blocks)
 	for i := n - 1; i >= 0; i-- {
-		d.lru.MoveToFront(d.m[blocks[i]])
+		d.touch(blocks[i])
 	}
 	return n
 }
@@ -188,23 +225,24 @@ func (d *Digest) Contains(h BlockHash) bool {
 // Remove drops h (a replica that knows which prefix it evicted); it reports
 // whether h was present.
 func (d *Digest) Remove(h BlockHash) bool {
-	e, ok := d.m[h]
+	i, ok := d.m[h]
 	if ok {
 		delete(d.m, h)
-		d.lru.Remove(e)
+		d.unlink(i)
+		d.free = append(d.free, i)
 	}
 	return ok
 }
 
 // Len returns the number of entries.
-func (d *Digest) Len() int { return d.lru.Len() }
+func (d *Digest) Len() int { return len(d.m) }
 
 // Hashes returns the entries, most recently used first: what the replica
 // publishes (8 bytes an entry).
 func (d *Digest) Hashes() []BlockHash {
-	hs := make([]BlockHash, 0, d.lru.Len())
-	for e := d.lru.Front(); e != nil; e = e.Next() {
-		hs = append(hs, e.Value.(BlockHash))
+	hs := make([]BlockHash, 0, len(d.m))
+	for i := d.nodes[0].next; i != 0; i = d.nodes[i].next {
+		hs = append(hs, d.nodes[i].h)
 	}
 	return hs
 }

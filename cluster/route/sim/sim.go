@@ -368,7 +368,7 @@ func (s *sim) startAll(i int) {
 		j := r.queue[0]
 		r.queue = r.queue[1:]
 		r.running++
-		cached := min(r.cache.Touch(j.blocks)*route.BlockTokens, len(j.prompt))
+		cached := min(route.MatchBlocks(r.cache, j.blocks)*route.BlockTokens, len(j.prompt))
 		if cached < j.expected {
 			s.res.Stale++
 		}
