@@ -1,6 +1,10 @@
 package route
 
-import "testing"
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
 
 func TestBlockHashesChain(t *testing.T) {
 	a := toks(0, 50)
@@ -69,5 +73,72 @@ func TestDigest(t *testing.T) {
 	}
 	if !d.Remove(42) || d.Remove(42) || d.Contains(42) {
 		t.Fatal("remove")
+	}
+}
+
+// TestDigestReference replays random adds, touches and removes on a Digest
+// and on a plain slice LRU and compares their order after every operation.
+func TestDigestReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const bound = 7
+	d := NewDigest(bound)
+	var dropped []BlockHash
+	d.OnDrop = func(h BlockHash) { dropped = append(dropped, h) }
+	var ref []BlockHash // most recent first
+	refTouch := func(h BlockHash) {
+		if i := slices.Index(ref, h); i >= 0 {
+			ref = slices.Delete(ref, i, i+1)
+		}
+		ref = slices.Insert(ref, 0, h)
+	}
+	for step := range 3000 {
+		h := BlockHash(r.IntN(20))
+		var wantDropped []BlockHash
+		switch op := r.IntN(10); {
+		case op < 6:
+			blocks := []BlockHash{h, h + 100, h + 200}[:1+r.IntN(3)]
+			for i := len(blocks) - 1; i >= 0; i-- {
+				refTouch(blocks[i])
+				if len(ref) > bound {
+					wantDropped = append(wantDropped, ref[bound])
+					ref = ref[:bound]
+				}
+			}
+			if n := d.AddBlocks(blocks); n != len(wantDropped) {
+				t.Fatalf("step %d: dropped %d, want %d", step, n, len(wantDropped))
+			}
+		case op < 8:
+			n := 0
+			for _, b := range []BlockHash{h, h + 100} {
+				if !slices.Contains(ref, b) {
+					break
+				}
+				n++
+			}
+			for i := n - 1; i >= 0; i-- {
+				refTouch([]BlockHash{h, h + 100}[i])
+			}
+			if got := d.Touch([]BlockHash{h, h + 100}); got != n {
+				t.Fatalf("step %d: touch %d, want %d", step, got, n)
+			}
+		default:
+			i := slices.Index(ref, h)
+			if i >= 0 {
+				ref = slices.Delete(ref, i, i+1)
+			}
+			if d.Remove(h) != (i >= 0) {
+				t.Fatalf("step %d: remove %d", step, h)
+			}
+		}
+		if !slices.Equal(dropped, wantDropped) {
+			t.Fatalf("step %d: OnDrop got %v, want %v", step, dropped, wantDropped)
+		}
+		dropped = dropped[:0]
+		if got := d.Hashes(); !slices.Equal(got, ref) || d.Len() != len(ref) {
+			t.Fatalf("step %d: order %v, want %v", step, got, ref)
+		}
+	}
+	if len(d.nodes) > bound+1 {
+		t.Fatalf("%d nodes for a bound of %d: freed nodes not reused", len(d.nodes), bound)
 	}
 }
