@@ -36,16 +36,21 @@ func AppendBlockHashes(dst []BlockHash, tenant string, tokens []int32) []BlockHa
 	if len(dst) > 0 {
 		prev = dst[len(dst)-1]
 	}
-	var buf [8 + 4*BlockTokens]byte
 	for i := len(dst); (i+1)*BlockTokens <= len(tokens); i++ {
-		binary.LittleEndian.PutUint64(buf[:8], uint64(prev))
-		for j, t := range tokens[i*BlockTokens : (i+1)*BlockTokens] {
-			binary.LittleEndian.PutUint32(buf[8+4*j:], uint32(t))
-		}
-		prev = BlockHash(xxhash.Sum64(buf[:]))
+		prev = chain(prev, tokens[i*BlockTokens:(i+1)*BlockTokens])
 		dst = append(dst, prev)
 	}
 	return dst
+}
+
+// chain returns H(prev ‖ block) for a full block.
+func chain(prev BlockHash, block []int32) BlockHash {
+	var buf [8 + 4*BlockTokens]byte
+	binary.LittleEndian.PutUint64(buf[:8], uint64(prev))
+	for j, t := range block[:BlockTokens] {
+		binary.LittleEndian.PutUint32(buf[8+4*j:], uint32(t))
+	}
+	return BlockHash(xxhash.Sum64(buf[:]))
 }
 
 // SnapshotKey is the key of a snapshot covering exactly tokens (any length,
@@ -53,13 +58,28 @@ func AppendBlockHashes(dst []BlockHash, tenant string, tokens []int32) []BlockHa
 // with the remaining tokens and the total length. A snapshot model's replica
 // puts these keys in its digest instead of block hashes.
 func SnapshotKey(tenant string, tokens []int32) BlockHash {
-	full := len(tokens) / BlockTokens * BlockTokens
-	prev := BlockHash(xxhash.Sum64String(tenant))
-	if hs := BlockHashes(tenant, tokens[:full]); len(hs) > 0 {
-		prev = hs[len(hs)-1]
+	return SnapshotKeyFromBlocks(nil, tenant, tokens)
+}
+
+// SnapshotKeyFromBlocks is SnapshotKey with the block hashes of tokens (or
+// of a longer sequence they begin) already at hand: only the tail after the
+// last full block is hashed. Blocks that do not cover tokens' full blocks
+// are ignored.
+func SnapshotKeyFromBlocks(blocks []BlockHash, tenant string, tokens []int32) BlockHash {
+	nb := len(tokens) / BlockTokens
+	full := nb * BlockTokens
+	var prev BlockHash
+	switch {
+	case nb > 0 && len(blocks) >= nb:
+		prev = blocks[nb-1]
+	default:
+		prev = BlockHash(xxhash.Sum64String(tenant))
+		for i := 0; i < full; i += BlockTokens {
+			prev = chain(prev, tokens[i:i+BlockTokens])
+		}
 	}
-	buf := make([]byte, 0, 16+4*(len(tokens)-full)+4)
-	buf = binary.LittleEndian.AppendUint64(buf, uint64(prev))
+	var arr [8 + 4 + 4*BlockTokens + 8]byte
+	buf := binary.LittleEndian.AppendUint64(arr[:0], uint64(prev))
 	buf = binary.LittleEndian.AppendUint32(buf, snapshotDomain)
 	for _, t := range tokens[full:] {
 		buf = binary.LittleEndian.AppendUint32(buf, uint32(t))
@@ -119,9 +139,10 @@ func MatchBlocks(p Prefixes, blocks []BlockHash) int {
 // Hashes is what the replica publishes, at a bounded rate. A Digest is not
 // safe for concurrent use.
 type Digest struct {
-	// OnDrop, when set, is called with every entry the bound drops: a
-	// replica that publishes deltas rather than whole digests records it.
-	OnDrop func(h BlockHash)
+	// OnAdd and OnDrop, when set, are called with every entry added and
+	// every entry the bound drops: a replica that publishes deltas rather
+	// than whole digests records them.
+	OnAdd, OnDrop func(h BlockHash)
 
 	max   int
 	m     map[BlockHash]int32 // entry -> its node
@@ -190,6 +211,9 @@ func (d *Digest) touch(h BlockHash) (dropped bool) {
 	d.nodes[i].h = h
 	d.m[h] = i
 	d.pushFront(i)
+	if d.OnAdd != nil {
+		d.OnAdd(h)
+	}
 	return dropped
 }
 

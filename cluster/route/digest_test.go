@@ -31,6 +31,11 @@ func TestBlockHashesChain(t *testing.T) {
 	if got, want := AppendBlockHashes(part, "t", a), BlockHashes("t", a); len(got) != len(want) || got[2] != want[2] {
 		t.Fatalf("append %x, want %x", got, want)
 	}
+	for _, n := range []int{0, 5, 16, 33, 50} {
+		if SnapshotKeyFromBlocks(h, "", a[:n]) != SnapshotKey("", a[:n]) || SnapshotKeyFromBlocks(h[:1], "", a[:n]) != SnapshotKey("", a[:n]) {
+			t.Fatalf("snapshot key of %d tokens differs with precomputed blocks", n)
+		}
+	}
 	if SnapshotKey("", a[:32]) == h[1] || SnapshotKey("", a[:33]) == SnapshotKey("", a[:34]) {
 		t.Fatal("snapshot keys collide with block hashes or each other")
 	}
@@ -83,7 +88,20 @@ func TestDigestReference(t *testing.T) {
 	const bound = 7
 	d := NewDigest(bound)
 	var dropped []BlockHash
-	d.OnDrop = func(h BlockHash) { dropped = append(dropped, h) }
+	present := map[BlockHash]bool{} // maintained from OnAdd and OnDrop
+	d.OnDrop = func(h BlockHash) {
+		if !present[h] {
+			t.Fatalf("OnDrop(%d) for an entry not present", h)
+		}
+		delete(present, h)
+		dropped = append(dropped, h)
+	}
+	d.OnAdd = func(h BlockHash) {
+		if present[h] {
+			t.Fatalf("OnAdd(%d) for an entry already present", h)
+		}
+		present[h] = true
+	}
 	var ref []BlockHash // most recent first
 	refTouch := func(h BlockHash) {
 		if i := slices.Index(ref, h); i >= 0 {
@@ -126,6 +144,7 @@ func TestDigestReference(t *testing.T) {
 			if i >= 0 {
 				ref = slices.Delete(ref, i, i+1)
 			}
+			delete(present, h)
 			if d.Remove(h) != (i >= 0) {
 				t.Fatalf("step %d: remove %d", step, h)
 			}
@@ -136,6 +155,9 @@ func TestDigestReference(t *testing.T) {
 		dropped = dropped[:0]
 		if got := d.Hashes(); !slices.Equal(got, ref) || d.Len() != len(ref) {
 			t.Fatalf("step %d: order %v, want %v", step, got, ref)
+		}
+		if len(present) != len(ref) {
+			t.Fatalf("step %d: OnAdd/OnDrop track %d entries, digest has %d", step, len(present), len(ref))
 		}
 	}
 	if len(d.nodes) > bound+1 {

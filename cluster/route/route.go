@@ -198,7 +198,7 @@ func (c *call) cached(r *Replica) int {
 		}
 		if !c.keyed {
 			c.keyed = true
-			c.key = SnapshotKey(c.req.Tenant, c.req.Tokens[:b])
+			c.key = SnapshotKeyFromBlocks(c.req.Blocks, c.req.Tenant, c.req.Tokens[:b])
 		}
 		if r.Prefix.Contains(c.key) {
 			return b

@@ -21,6 +21,14 @@
 // old; the gateway keeps Waiting/Running current itself (it sees what it
 // sends and what completes). Pages of running requests are not pinned.
 //
+// With Snapshot set the model is a snapshot model (recurrent state): a
+// replica keeps the last Snapshots snapshot keys (LRU) instead of blocks. A
+// request's history boundary is the end of the previous turn's reply (turn 1:
+// the end of the system prompt); the replica resumes from the snapshot there,
+// else from the system prompt's, else from scratch. Snapshots are donated at
+// the boundary during prefill and at the end of each generation (which is the
+// next turn's boundary), as in the engine.
+//
 // The baseline is one replica with the pooled resources of all of them
 // (Replicas×Slots, Replicas×CacheBlocks): the cache share perfect routing
 // could reach without duplicating anything.
@@ -57,6 +65,17 @@ type Config struct {
 
 	PrefillCost float64 // seconds per uncached prompt token
 	DecodeCost  float64 // seconds per generated token
+
+	Snapshot  bool // a snapshot model: replicas keep snapshot keys, not blocks
+	Snapshots int  // snapshots a replica keeps (Snapshot only)
+}
+
+// SnapshotConfig is DefaultConfig for a snapshot model whose replicas keep
+// 64 snapshots each (about a third of the live conversations).
+func SnapshotConfig() Config {
+	cfg := DefaultConfig()
+	cfg.Snapshot, cfg.Snapshots = true, 64
+	return cfg
 }
 
 // DefaultConfig is the workload the tests and the README table use: 4
@@ -131,6 +150,7 @@ func Baseline(cfg Config) Result {
 	one := cfg
 	one.Slots *= cfg.Replicas
 	one.CacheBlocks *= cfg.Replicas
+	one.Snapshots *= cfg.Replicas
 	one.Replicas = 1
 	r := Run(one, route.LeastLoad{})
 	r.Policy = fmt.Sprintf("single replica (%d× pooled)", cfg.Replicas)
@@ -222,6 +242,7 @@ type job struct {
 	turn     int
 	prompt   []int32
 	blocks   []route.BlockHash
+	boundary int // history boundary (snapshot models)
 	expected int // cached tokens the digest promised
 }
 
@@ -256,9 +277,13 @@ func newSim(cfg Config, policy route.Policy) *sim {
 		Reasons:  map[route.Reason]int{},
 	}
 	for i := range cfg.Replicas {
-		r := &replica{id: fmt.Sprintf("replica-%d", i), cache: route.NewDigest(cfg.CacheBlocks),
+		size := cfg.CacheBlocks
+		if cfg.Snapshot {
+			size = cfg.Snapshots
+		}
+		r := &replica{id: fmt.Sprintf("replica-%d", i), cache: route.NewDigest(size),
 			published: route.HashSet{}, dirty: map[route.BlockHash]struct{}{}}
-		r.cache.OnDrop = r.changed
+		r.cache.OnAdd, r.cache.OnDrop = r.changed, r.changed
 		s.reps = append(s.reps, r)
 		if cfg.PublishEvery > 0 {
 			s.push(&event{t: cfg.PublishEvery, kind: evPublish, rep: i})
@@ -307,14 +332,7 @@ func (s *sim) account(i int) {
 func (r *replica) changed(h route.BlockHash) { r.dirty[h] = struct{}{} }
 
 // add caches blocks on r.
-func (r *replica) add(blocks []route.BlockHash) {
-	for _, h := range blocks {
-		if !r.cache.Contains(h) {
-			r.changed(h)
-		}
-	}
-	r.cache.AddBlocks(blocks)
-}
+func (r *replica) add(blocks []route.BlockHash) { r.cache.AddBlocks(blocks) }
 
 // publish brings the gateway's view of r's digest up to date.
 func (s *sim) publish(r *replica) {
@@ -337,18 +355,18 @@ func (s *sim) arrive(c *conversation, k int) {
 		c.history = append(append(c.history, prev.reply...), t.user...)
 	}
 	c.blocks = route.AppendBlockHashes(c.blocks, "", c.history)
-	j := &job{conv: c, turn: k, prompt: c.history, blocks: c.blocks}
+	j := &job{conv: c, turn: k, prompt: c.history, blocks: c.blocks, boundary: len(c.history) - len(t.user)}
 
 	s.view = s.view[:0]
 	for _, r := range s.reps {
 		s.view = append(s.view, route.Replica{
-			ID: r.id, Model: "m", CapabilityKnown: true, Routable: true,
+			ID: r.id, Model: "m", CapabilityKnown: true, Routable: true, SnapshotReuse: s.cfg.Snapshot,
 			Waiting: len(r.queue), Running: r.running,
 			FreePages: s.cfg.CacheBlocks - r.cache.Len(), Prefix: r.published,
 		})
 	}
 	d, err := route.Route(route.Request{
-		Model: "m", Tokens: j.prompt, Blocks: j.blocks, StickyKey: fmt.Sprintf("conv-%d", c.id),
+		Model: "m", Tokens: j.prompt, Blocks: j.blocks, StickyKey: fmt.Sprintf("conv-%d", c.id), Boundary: j.boundary,
 	}, s.view, s.policy)
 	if err != nil {
 		panic(err) // every replica is routable
@@ -361,6 +379,27 @@ func (s *sim) arrive(c *conversation, k int) {
 	s.startAll(i)
 }
 
+// lookup returns the prompt tokens of j that replica r has cached when j
+// starts, and caches what the prefill makes available: the prompt's blocks
+// (dense), the snapshot at the history boundary (snapshot models).
+func (s *sim) lookup(r *replica, j *job) int {
+	if !s.cfg.Snapshot {
+		cached := min(route.MatchBlocks(r.cache, j.blocks)*route.BlockTokens, len(j.prompt))
+		r.add(j.blocks)
+		return cached
+	}
+	at := route.SnapshotKeyFromBlocks(j.blocks, "", j.prompt[:j.boundary])
+	cached := 0
+	if r.cache.Contains(at) {
+		cached = j.boundary
+	} else if sys := route.SnapshotKeyFromBlocks(j.blocks, "", j.conv.system); j.boundary > len(j.conv.system) && r.cache.Contains(sys) {
+		cached = len(j.conv.system)
+		r.add([]route.BlockHash{sys})
+	}
+	r.add([]route.BlockHash{at})
+	return cached
+}
+
 // startAll starts queued jobs on replica i while it has free slots.
 func (s *sim) startAll(i int) {
 	r := s.reps[i]
@@ -368,11 +407,10 @@ func (s *sim) startAll(i int) {
 		j := r.queue[0]
 		r.queue = r.queue[1:]
 		r.running++
-		cached := min(route.MatchBlocks(r.cache, j.blocks)*route.BlockTokens, len(j.prompt))
+		cached := s.lookup(r, j)
 		if cached < j.expected {
 			s.res.Stale++
 		}
-		r.add(j.blocks)
 		reply := len(j.conv.turns[j.turn].reply)
 		service := s.cfg.PrefillCost*float64(len(j.prompt)-cached) + s.cfg.DecodeCost*float64(reply)
 		s.res.Requests++
@@ -389,7 +427,12 @@ func (s *sim) complete(i int, j *job) {
 	r.running--
 	c := j.conv
 	full := append(slices.Clip(j.prompt), c.turns[j.turn].reply...)
-	r.add(route.AppendBlockHashes(slices.Clip(j.blocks), "", full))
+	blocks := route.AppendBlockHashes(slices.Clip(j.blocks), "", full)
+	if s.cfg.Snapshot {
+		r.add([]route.BlockHash{route.SnapshotKeyFromBlocks(blocks, "", full)})
+	} else {
+		r.add(blocks)
+	}
 	if s.cfg.PublishEvery == 0 {
 		s.publish(r)
 	}

@@ -56,6 +56,39 @@ func TestCacheAwareTarget(t *testing.T) {
 	}
 }
 
+// TestSnapshotModel runs a snapshot model (SnapshotConfig: 64 snapshots a
+// replica): cache-aware routing (the snapshot at the history boundary, else
+// rendezvous on the conversation) keeps at least 85% of the pooled single
+// replica's cache share (91% measured; partitioned LRUs of 64 lose more than
+// one pooled LRU of 256) with work max/mean at most 1.25, and round-robin
+// is clearly worse.
+func TestSnapshotModel(t *testing.T) {
+	cfg := SnapshotConfig()
+	base := Baseline(cfg)
+	rr := Run(cfg, &route.RoundRobin{})
+	ca := Run(cfg, route.CacheAware{Threshold: Threshold})
+	var b strings.Builder
+	if err := WriteTable(&b, &base, base, rr, ca); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("snapshot model, %d snapshots a replica:\n%s", cfg.Snapshots, b.String())
+	if s := base.CachedShare(); s < 0.5 {
+		t.Fatalf("single-replica cache share %.3f: too little reuse to test routing", s)
+	}
+	if rel := ca.CachedShare() / base.CachedShare(); rel < 0.85 {
+		t.Errorf("cache-aware keeps %.1f%% of the single-replica cache share, want >= 85%%", 100*rel)
+	}
+	if im := ca.WorkImbalance(); im > 1.25 {
+		t.Errorf("cache-aware work max/mean %.3f, want <= 1.25", im)
+	}
+	if rel := rr.CachedShare() / base.CachedShare(); rel > 0.75 {
+		t.Errorf("round-robin keeps %.1f%% of the single-replica cache share", 100*rel)
+	}
+	if ca.Reasons[route.ReasonSticky] == 0 || ca.Reasons[route.ReasonPrefixHit] < ca.Requests/2 {
+		t.Errorf("cache-aware reasons %v: want mostly snapshot hits, some sticky first turns", ca.Reasons)
+	}
+}
+
 // TestDeterministic: the same seed replays the same trace and decisions.
 func TestDeterministic(t *testing.T) {
 	cfg := DefaultConfig()
