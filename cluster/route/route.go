@@ -48,7 +48,8 @@ type Request struct {
 	Tenant string  // the kvcache scope's tenant: prefixes never match across tenants
 	Tokens []int32 // the prompt's token ids after render + tokenize
 	// Blocks, when set, are BlockHashes(Tenant, Tokens), precomputed (a
-	// gateway that extends a conversation hashes only the new blocks).
+	// gateway that extends a conversation hashes only the new blocks). A
+	// dense request may carry Blocks alone, without Tokens.
 	Blocks []BlockHash
 	// StickyKey identifies the conversation: prompt_cache_key, or a hash of
 	// its first turns. Empty: no stickiness.
@@ -166,6 +167,7 @@ func Route(req Request, replicas []Replica, policy Policy) (Decision, error) {
 		return Decision{}, fmt.Errorf("%w %q", ErrUnavailable, req.Model)
 	}
 	slices.SortFunc(c.cands, func(a, b *Replica) int { return cmp.Compare(a.ID, b.ID) })
+	// Replicas of one model share its capability; the first decides.
 	c.snapshot = c.cands[0].SnapshotReuse
 	d := policy.choose(&c)
 	d.Retry = excluded
@@ -206,7 +208,10 @@ func (c *call) cached(r *Replica) int {
 		return 0
 	}
 	n := MatchBlocks(r.Prefix, c.requestBlocks()) * BlockTokens
-	return min(n, len(c.req.Tokens))
+	if len(c.req.Tokens) > 0 {
+		n = min(n, len(c.req.Tokens))
+	}
+	return n
 }
 
 func (c *call) decide(r *Replica, why Reason) Decision {

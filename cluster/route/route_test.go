@@ -118,6 +118,15 @@ func TestRoute(t *testing.T) {
 			policy: ca, want: "r1", why: ReasonPrefixHit, cached: 64,
 		},
 		{
+			name: "blocks without tokens",
+			req:  Request{Model: "m", Blocks: BlockHashes("", conv)},
+			replicas: []Replica{
+				dense("r1", "m", 0, digestOf("", sys)),
+				dense("r2", "m", 1, digestOf("", conv)),
+			},
+			policy: ca, want: "r2", why: ReasonPrefixHit, cached: 160,
+		},
+		{
 			name: "load threshold overrides prefix",
 			req:  Request{Model: "m", Tokens: conv},
 			replicas: []Replica{
