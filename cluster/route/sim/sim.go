@@ -1,6 +1,5 @@
 // Package sim is a deterministic discrete-event simulator of a gateway
-// routing multi-turn chat traffic to dense-KV model replicas with
-// route.Route. It measures what a policy buys (the share of prompt tokens
+// routing multi-turn chat traffic to model replicas with route.Route. It measures what a policy buys (the share of prompt tokens
 // served from a replica's prefix cache) and what it costs (load imbalance).
 //
 // The model: conversations start at exponential gaps; each has a system
@@ -30,8 +29,12 @@
 // next turn's boundary), as in the engine.
 //
 // The baseline is one replica with the pooled resources of all of them
-// (Replicas×Slots, Replicas×CacheBlocks): the cache share perfect routing
-// could reach without duplicating anything.
+// (Replicas×Slots, Replicas×CacheBlocks or Snapshots): the cache share
+// perfect routing could reach without duplicating anything.
+//
+// The table of the README comes from
+//
+//	go test ./cluster/route/sim -run 'Target|Snapshot' -v
 package sim
 
 import (
@@ -54,12 +57,12 @@ type Config struct {
 	PublishEvery float64 // digest publication period (0: at every completion)
 
 	Conversations  int
-	Turns          span
+	Turns          Span
 	SharedSystems  int     // number of shared system prompts
 	SharedFraction float64 // share of conversations using a shared one
-	SystemTokens   span    // shared system prompt length (a private one: a quarter)
-	UserTokens     span
-	ReplyTokens    span
+	SystemTokens   Span    // shared system prompt length (a private one: a quarter)
+	UserTokens     Span
+	ReplyTokens    Span
 	ArrivalGap     float64 // mean gap between conversation starts
 	ThinkTime      float64 // mean gap between a reply and the next turn
 
@@ -89,12 +92,12 @@ func DefaultConfig() Config {
 		CacheBlocks:    3000,
 		PublishEvery:   0.25,
 		Conversations:  600,
-		Turns:          span{2, 10},
+		Turns:          Span{2, 10},
 		SharedSystems:  8,
 		SharedFraction: 0.7,
-		SystemTokens:   span{300, 1500},
-		UserTokens:     span{20, 300},
-		ReplyTokens:    span{50, 400},
+		SystemTokens:   Span{300, 1500},
+		UserTokens:     Span{20, 300},
+		ReplyTokens:    Span{50, 400},
 		ArrivalGap:     0.5,
 		ThinkTime:      10,
 		PrefillCost:    1.0 / 5000,
@@ -264,7 +267,7 @@ type sim struct {
 	q      events
 	seq    int
 	now    float64
-	live   int // requests not yet completed plus conversations not finished
+	live   int // conversations not finished
 	res    Result
 }
 

@@ -109,7 +109,7 @@ func TestDeterministic(t *testing.T) {
 // service times follow the cost model.
 func TestCacheAccounting(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.Replicas, cfg.Conversations, cfg.Turns, cfg.SharedSystems = 1, 1, span{2, 2}, 0
+	cfg.Replicas, cfg.Conversations, cfg.Turns, cfg.SharedSystems = 1, 1, Span{2, 2}, 0
 	cfg.PublishEvery = 0
 	tr := newTrace(cfg)
 	c := tr.convs[0]

@@ -6,10 +6,11 @@ import (
 	"github.com/troupe-ai/troupe/cluster/route"
 )
 
-// span is an inclusive [lo, hi] range a length is drawn from uniformly.
-type span struct{ Lo, Hi int }
+// Span is an inclusive range [Lo, Hi] a length or count is drawn from
+// uniformly.
+type Span struct{ Lo, Hi int }
 
-func (s span) draw(r *rand.Rand) int {
+func (s Span) draw(r *rand.Rand) int {
 	if s.Hi <= s.Lo {
 		return s.Lo
 	}
