@@ -405,3 +405,27 @@ func TestDenseStickyFallback(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRoute: one cache-aware decision for a 4000-token prompt among 16
+// replicas whose digests hold 4096 blocks each, one of them the prompt's
+// first 3000 tokens (block hashes computed in the call).
+func BenchmarkRoute(b *testing.B) {
+	prompt := toks(0, 4000)
+	var rs []Replica
+	for i := range 16 {
+		d := NewDigest(4096)
+		d.Add("", toks(100000*(i+1), 4096*16))
+		if i == 5 {
+			d.Add("", prompt[:3000])
+		}
+		rs = append(rs, dense(fmt.Sprintf("r%02d", i), "m", i%3, NewHashSet(d.Hashes())))
+	}
+	req := Request{Model: "m", Tokens: prompt, StickyKey: "conv"}
+	b.ReportAllocs()
+	for b.Loop() {
+		d, err := Route(req, rs, CacheAware{Threshold: 8})
+		if err != nil || d.ReplicaID != "r05" {
+			b.Fatal(d, err)
+		}
+	}
+}
