@@ -99,6 +99,13 @@ type Options struct {
 	// Now is the clock that times steps for StepStretch; nil means
 	// time.Now.
 	Now func() time.Time
+	// OnCached, when set, is told of every token prefix the prompt cache
+	// takes in (a finished or cut-short sequence's pages, a snapshot) or
+	// serves (a reuse), with the request's cache scope; snapshot says
+	// which kind. A cluster replica keeps from it the digest of cached
+	// prefixes it publishes for routing. It runs on the engine's goroutine
+	// and must not keep tokens.
+	OnCached func(scope string, tokens []int32, snapshot bool)
 }
 
 // seq is one request's progress.
@@ -317,6 +324,15 @@ func (e *Engine) snapshot(s *seq) {
 	snap, err := e.m.Snapshot(e.pool, &s.kv, s.tokens[:s.kv.Len])
 	if err == nil {
 		e.snaps.Put(snap, s.req.Scope)
+		e.cached(s.req.Scope, s.tokens[:s.kv.Len], true)
+	}
+}
+
+// cached tells Options.OnCached of a prefix taken into or served from the
+// prompt cache.
+func (e *Engine) cached(scope string, tokens []int32, snapshot bool) {
+	if e.opt.OnCached != nil && len(tokens) > 0 {
+		e.opt.OnCached(scope, tokens, snapshot)
 	}
 }
 
@@ -325,6 +341,7 @@ func (e *Engine) snapshot(s *seq) {
 func (e *Engine) donate(s *seq) {
 	if e.index != nil && s.kv.Len > 0 {
 		e.index.Insert(s.tokens[:s.kv.Len], s.kv.Pages[:e.pool.PagesFor(s.kv.Len)], s.req.Scope)
+		e.cached(s.req.Scope, s.tokens[:s.kv.Len], false)
 	}
 }
 
@@ -363,6 +380,7 @@ func (e *Engine) reuse(s *seq) int {
 	}
 	s.kv.Pages = append(s.kv.Pages[:0], pages...)
 	s.kv.Len, s.fed = matched, matched
+	e.cached(s.req.Scope, s.tokens[:matched], false)
 	if len(s.generated) > 0 { // a recompute after preemption
 		return 0
 	}
@@ -383,6 +401,7 @@ func (e *Engine) restore(s *seq) int {
 	}
 	s.kv = *kv
 	s.fed = kv.Len
+	e.cached(s.req.Scope, s.tokens[:kv.Len], true)
 	if len(s.generated) > 0 || s.req.WarmUp {
 		return 0
 	}
