@@ -172,6 +172,7 @@ type report struct {
 	Reference                   replicaReport
 	Remote                      output
 	RemoteTook                  time.Duration
+	Stats                       *actors.SchedulerStats // after the cancelled job
 	Leave                       time.Duration
 	StillRoutable               bool
 	InFlight                    output
@@ -248,6 +249,23 @@ func scenario(r *report, port, victim int) {
 	sent := time.Now()
 	r.Remote = collect(gw.Submit(ctx, r.Replica.Endpoint, testJob("remote-1", 24)))
 	r.RemoteTook = time.Since(sent)
+
+	// CancelJob and StatsQuery cross too: a long job cancelled on the
+	// gateway stops running on the replica.
+	cancelled := gw.Submit(ctx, r.Replica.Endpoint, testJob("remote-cancelled", 3000))
+	if ev, ok := <-cancelled.Events; !ok || ev.FinishReason != "" {
+		r.Failed = fmt.Sprintf("the job to cancel ended at once: %+v", ev)
+		return
+	}
+	cancelled.Cancel()
+	if !waitFor(10*time.Second, func() bool {
+		st, err := gw.SchedulerStats(ctx, r.Replica.Endpoint)
+		r.Stats = st
+		return err == nil && st.Running == 0 && st.Waiting == 0
+	}) {
+		r.Failed = fmt.Sprintf("the cancelled job still runs on the replica: %+v", r.Stats)
+		return
+	}
 
 	// 4. SIGKILL the replica while a long job streams to the gateway.
 	long := gw.Submit(ctx, r.Replica.Endpoint, testJob("remote-long", 3000))
@@ -435,6 +453,9 @@ func TestPrefillAcrossNodes(t *testing.T) {
 	}
 	if !slices.Equal(r.Remote.Tokens, ref.Tokens) || r.Remote.Finish != ref.Finish {
 		t.Errorf("across nodes: %+v\nlocally on the replica: %+v", r.Remote, ref)
+	}
+	if r.Stats.GetGeneratedTokens() < int64(2*len(ref.Tokens)) {
+		t.Errorf("the replica's stats over remote: %+v", r.Stats)
 	}
 	if r.Leave > 5*time.Second {
 		t.Errorf("the member's leave took %v to see", r.Leave)

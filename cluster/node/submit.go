@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -80,4 +82,23 @@ func (n *Node) Submit(ctx context.Context, target *actor.PID, job *actors.Prefil
 		}
 	}()
 	return &Stream{Events: events, cancel: cancel}
+}
+
+// SchedulerStats asks the SchedulerActor behind endpoint (a Replica's
+// Endpoint) for its counters: queue and running sequences, KV pages, cache
+// hits, what a router weighs replicas by.
+func (n *Node) SchedulerStats(ctx context.Context, endpoint *actor.PID) (*actors.SchedulerStats, error) {
+	timeout := 5 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d)
+	}
+	res, err := n.system.Root.RequestFuture(endpoint, &actors.StatsQuery{}, timeout).Result()
+	if err != nil {
+		return nil, err
+	}
+	st, ok := res.(*actors.SchedulerStats)
+	if !ok {
+		return nil, fmt.Errorf("cluster node: %v answered %T to a StatsQuery", endpoint, res)
+	}
+	return st, nil
 }
