@@ -223,8 +223,9 @@ func scenario(r *report, port, victim int) {
 		r.Failed = fmt.Sprintf("the replica never joined: members %+v", gw.View().Members)
 		return
 	}
-	joined := time.Now()
-	r.Join = joined.Sub(started)
+	m, _ := gw.View().Member(replicaID)
+	joined := m.Since
+	r.Join = joined.Sub(began)
 	r.Members = len(gw.View().Members)
 
 	// 2. The replica becomes routable once its capability has arrived.
@@ -426,7 +427,7 @@ func TestPrefillAcrossNodes(t *testing.T) {
 	}
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 	t.Logf("gateway member started in %v (the pinned StartMember sleeps a fixed 1s)", ms(r.StartMember))
-	t.Logf("join: the gateway saw the replica %v after its own member had started", ms(r.Join))
+	t.Logf("join: the gateway's provider reported the replica %v after the gateway's Start was called", ms(r.Join))
 	t.Logf("routable: the replica's CapabilityReady arrived %v after it joined (model %q, snapshot_reuse %v)",
 		ms(r.Routable), r.Replica.Model, r.Replica.SnapshotReuse)
 	t.Logf("remote job: %d tokens, finish %q, in %v", len(r.Remote.Tokens), r.Remote.Finish, ms(r.RemoteTook))

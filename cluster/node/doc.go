@@ -73,8 +73,9 @@
 //     serializer dereferences the failed lookup), so all members run the
 //     same troupe binary.
 //   - the EventStream's *cluster.ClusterTopology events (members, joined,
-//     left), forwarded into the endpoint actor; the topology published
-//     before the subscription is taken from MemberList once.
+//     left), subscribed to before StartMember (whose first provider poll
+//     already publishes one) and forwarded into the endpoint actor once it
+//     is spawned.
 //   - actor.Context.Watch on a remote PID: when the member list drops a
 //     member it publishes remote.EndpointTerminatedEvent, and remote
 //     delivers Terminated (AddressTerminated) to the watchers.

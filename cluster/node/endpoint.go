@@ -22,6 +22,7 @@ type endpoint struct {
 	selfID   string
 	self     *actor.PID
 	members  map[string]*cluster.Member
+	since    map[string]time.Time      // when each member was first seen
 	caps     map[string]seenCapability // by member id
 	localCap *actors.CapabilityReady   // this replica's, once its model is ready
 	localAt  time.Time
@@ -39,7 +40,7 @@ type queryTick struct{}
 
 func newEndpoint(n *Node, local *actors.Pids) *endpoint {
 	return &endpoint{node: n, local: local, selfID: n.system.ID,
-		members: map[string]*cluster.Member{}, caps: map[string]seenCapability{}}
+		members: map[string]*cluster.Member{}, since: map[string]time.Time{}, caps: map[string]seenCapability{}}
 }
 
 // localPoll is how often a replica asks its own ModelActor whether the
@@ -55,8 +56,10 @@ func (e *endpoint) Receive(ctx actor.Context) {
 			e.pollLocal(ctx)
 		}
 		e.after(ctx, e.node.cfg.QueryInterval, &queryTick{})
+	case *topologyAt:
+		e.topology(ctx, m.topology, m.at)
 	case *cluster.ClusterTopology:
-		e.topology(ctx, m)
+		e.topology(ctx, m, time.Now())
 	case *queryTick:
 		e.queryUnknown(ctx)
 		e.after(ctx, e.node.cfg.QueryInterval, &queryTick{})
@@ -126,10 +129,18 @@ func endpointOf(m *cluster.Member) *actor.PID { return actor.NewPID(m.Address(),
 // topology takes the provider's member list: members that left lose their
 // capability (they are no longer routable), members that joined are asked
 // for theirs and, on a replica, told this one's.
-func (e *endpoint) topology(ctx actor.Context, t *cluster.ClusterTopology) {
+func (e *endpoint) topology(ctx actor.Context, t *cluster.ClusterTopology, at time.Time) {
 	members := make(map[string]*cluster.Member, len(t.Members))
 	for _, m := range t.Members {
 		members[m.Id] = m
+		if _, ok := e.since[m.Id]; !ok {
+			e.since[m.Id] = at
+		}
+	}
+	for id := range e.since {
+		if _, ok := members[id]; !ok {
+			delete(e.since, id)
+		}
 	}
 	for id := range e.caps {
 		if _, ok := members[id]; !ok {
@@ -196,7 +207,7 @@ func sameCapability(a, b *actors.CapabilityReady) bool {
 func (e *endpoint) publish() {
 	v := &View{Updated: time.Now()}
 	for id, m := range e.members {
-		v.Members = append(v.Members, Member{ID: id, Address: m.Address(), Self: id == e.selfID})
+		v.Members = append(v.Members, Member{ID: id, Address: m.Address(), Self: id == e.selfID, Since: e.since[id]})
 	}
 	for id, s := range e.caps {
 		v.Replicas = append(v.Replicas, Replica{MemberID: id, Address: s.endpoint.Address, Model: s.cap.Model,

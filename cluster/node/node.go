@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -98,6 +99,11 @@ func Start(cfg Config) (n *Node, err error) {
 	c := cluster.New(system, cc)
 	n = &Node{cfg: cfg, system: system, cluster: c}
 	n.view.Store(&View{})
+	// Topology events are taken from before the member starts (its first
+	// poll happens inside StartMember) and stamped as they come; they
+	// wait for the endpoint actor, which can only be spawned later.
+	fwd := &topologyForwarder{root: system.Root}
+	n.sub = system.EventStream.Subscribe(fwd.publish)
 	// The pinned StartMember panics where it fails (remote cannot
 	// listen, provider fails to start).
 	func() {
@@ -109,6 +115,7 @@ func Start(cfg Config) (n *Node, err error) {
 		c.StartMember()
 	}()
 	if err != nil {
+		system.EventStream.Unsubscribe(n.sub)
 		system.Shutdown()
 		return nil, err
 	}
@@ -119,6 +126,7 @@ func Start(cfg Config) (n *Node, err error) {
 	if cfg.Model != nil {
 		n.rt, err = troupe.Spawn(system, *cfg.Model)
 		if err != nil {
+			system.EventStream.Unsubscribe(n.sub)
 			c.Shutdown(true)
 			return nil, err
 		}
@@ -132,15 +140,48 @@ func Start(cfg Config) (n *Node, err error) {
 		n.Close()
 		return nil, fmt.Errorf("cluster node: spawn endpoint: %w", err)
 	}
-	endpoint := n.endpoint
-	n.sub = system.EventStream.Subscribe(func(evt any) {
-		if t, ok := evt.(*cluster.ClusterTopology); ok {
-			system.Root.Send(endpoint, t)
-		}
-	})
-	// The topology published before the subscription is not replayed.
-	system.Root.Send(endpoint, &cluster.ClusterTopology{Members: c.MemberList.Members().Members()})
+	fwd.attach(n.endpoint)
 	return n, nil
+}
+
+// topologyAt is a ClusterTopology event and when it was published.
+type topologyAt struct {
+	topology *cluster.ClusterTopology
+	at       time.Time
+}
+
+// topologyForwarder hands the cluster's topology events to the endpoint
+// actor, holding those that come before it exists.
+type topologyForwarder struct {
+	root     *actor.RootContext
+	mu       sync.Mutex
+	endpoint *actor.PID
+	pending  []*topologyAt
+}
+
+func (f *topologyForwarder) publish(evt any) {
+	t, ok := evt.(*cluster.ClusterTopology)
+	if !ok {
+		return
+	}
+	msg := &topologyAt{topology: t, at: time.Now()}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.endpoint == nil {
+		f.pending = append(f.pending, msg)
+		return
+	}
+	f.root.Send(f.endpoint, msg)
+}
+
+func (f *topologyForwarder) attach(endpoint *actor.PID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.endpoint = endpoint
+	for _, msg := range f.pending {
+		f.root.Send(endpoint, msg)
+	}
+	f.pending = nil
 }
 
 // ID is this member's id in the cluster.

@@ -27,6 +27,8 @@ type Member struct {
 	ID      string
 	Address string // remote host:port
 	Self    bool
+	// Since is when this node's provider first reported the member.
+	Since time.Time
 }
 
 // Replica is a routable member: one that serves a model and whose
