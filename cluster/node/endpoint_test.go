@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -153,4 +155,31 @@ func TestReplicaEndpoint(t *testing.T) {
 func isType[T any](v any) bool {
 	_, ok := v.(T)
 	return ok
+}
+
+// TestStartBusyPort: a member whose remote port is taken fails to start
+// with an error (the pinned StartMember panics).
+func TestStartBusyPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	busy := l.Addr().(*net.TCPAddr).Port
+	pp, err := FreePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	n, err := Start(Config{Port: busy, ProviderPort: pp, Peers: []string{"127.0.0.1:" + strconv.Itoa(pp)}, Logger: quiet})
+	if err == nil {
+		n.Close()
+		t.Fatal("a member started on a busy port")
+	}
+	if !strings.Contains(err.Error(), "listen") {
+		t.Errorf("error %q does not say why", err)
+	}
+	if _, err := Start(Config{Logger: quiet}); err == nil {
+		t.Error("a member started without a provider port and peers")
+	}
 }

@@ -104,6 +104,19 @@ func Start(cfg Config) (n *Node, err error) {
 	// wait for the endpoint actor, which can only be spawned later.
 	fwd := &topologyForwarder{root: system.Root}
 	n.sub = system.EventStream.Subscribe(fwd.publish)
+	// The pipeline starts first, so the model loads while the member
+	// joins; the capability gate keeps it unroutable until it is ready.
+	var local *actors.Pids
+	if cfg.Model != nil {
+		n.rt, err = troupe.Spawn(system, *cfg.Model)
+		if err != nil {
+			system.EventStream.Unsubscribe(n.sub)
+			system.Shutdown()
+			return nil, err
+		}
+		p := n.rt.Pids()
+		local = &p
+	}
 	// The pinned StartMember panics where it fails (remote cannot
 	// listen, provider fails to start).
 	func() {
@@ -116,23 +129,16 @@ func Start(cfg Config) (n *Node, err error) {
 	}()
 	if err != nil {
 		system.EventStream.Unsubscribe(n.sub)
+		if n.rt != nil {
+			n.rt.Close()
+		}
 		system.Shutdown()
 		return nil, err
 	}
-	// Actors are spawned once remote has started: a PID spawned before
-	// carries the placeholder address "nonhost", which remote members
-	// cannot answer to.
-	var local *actors.Pids
-	if cfg.Model != nil {
-		n.rt, err = troupe.Spawn(system, *cfg.Model)
-		if err != nil {
-			system.EventStream.Unsubscribe(n.sub)
-			c.Shutdown(true)
-			return nil, err
-		}
-		p := n.rt.Pids()
-		local = &p
-	}
+	// The endpoint is spawned once remote has started: a PID spawned
+	// before carries the placeholder address "nonhost", which remote
+	// members cannot answer to. The endpoint is the only sender they
+	// see; the pipeline behind it is only reached locally.
 	n.endpoint, err = system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return newEndpoint(n, local)
 	}), EndpointName)
