@@ -36,17 +36,15 @@ const (
 	childRefEnv     = "TROUPE_NODE_REFERENCE"
 	childReportEnv  = "TROUPE_NODE_REPORT"
 	childKillEnv    = "TROUPE_NODE_KILL"
+	childOrphanEnv  = "TROUPE_NODE_ORPHAN" // the orphan's pid, then the file it writes once its job runs
 	testRefresh     = 200 * time.Millisecond
 	testQueryPeriod = 200 * time.Millisecond
 )
 
 func TestMain(m *testing.M) {
 	switch role := os.Getenv(childEnv); role {
-	case "replica", "gateway":
-		run := runReplica
-		if role == "gateway" {
-			run = runGateway
-		}
+	case "replica", "gateway", "orphan":
+		run := map[string]func() error{"replica": runReplica, "gateway": runGateway, "orphan": runOrphan}[role]
 		if err := run(); err != nil {
 			fmt.Fprintln(os.Stderr, role+":", err)
 			os.Exit(1)
@@ -121,8 +119,9 @@ func runReplica() error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// The replica sees the gateway too.
-	waitFor(10*time.Second, func() bool { return len(n.View().Members) == 2 })
+	// The replica sees the other members too.
+	peers := len(strings.Split(os.Getenv(childPeersEnv), ","))
+	waitFor(10*time.Second, func() bool { return len(n.View().Members) == peers })
 	ref := replicaReport{Members: len(n.View().Members),
 		Output: collect(n.Submit(context.Background(), n.Runtime().Pids().Scheduler, testJob("reference", 24)))}
 	if err := writeJSON(os.Getenv(childRefEnv), ref); err != nil {
@@ -173,6 +172,8 @@ type report struct {
 	Remote                      output
 	RemoteTook                  time.Duration
 	Stats                       *actors.SchedulerStats // after the cancelled job
+	OrphanCancelled             time.Duration
+	OrphanTokens                int64 // generated for the orphan after its gateway was killed
 	Leave                       time.Duration
 	StillRoutable               bool
 	InFlight                    output
@@ -213,14 +214,12 @@ func scenario(r *report, port, victim int) {
 	// 1. Both members see each other.
 	var replicaID string
 	if !waitFor(10*time.Second, func() bool {
-		for _, m := range gw.View().Members {
-			if !m.Self {
-				replicaID = m.ID
-			}
+		for _, rep := range gw.View().Replicas {
+			replicaID = rep.MemberID
 		}
-		return replicaID != ""
+		return replicaID != "" && len(gw.View().Members) == 3
 	}) {
-		r.Failed = fmt.Sprintf("the replica never joined: members %+v", gw.View().Members)
+		r.Failed = fmt.Sprintf("the replica and the orphan never joined (or the replica never became routable): %+v", gw.View())
 		return
 	}
 	m, _ := gw.View().Member(replicaID)
@@ -268,6 +267,39 @@ func scenario(r *report, port, victim int) {
 		return
 	}
 
+	// A gateway killed while its job runs: the replica cancels the job
+	// once the member has left.
+	orphan := strings.SplitN(os.Getenv(childOrphanEnv), ",", 2)
+	orphanPid, _ := strconv.Atoi(orphan[0])
+	if err := writeJSON(orphan[1]+".go", "go"); err != nil {
+		r.Failed = err.Error()
+		return
+	}
+	if !waitFor(time.Minute, func() bool { _, err := os.Stat(orphan[1]); return err == nil }) {
+		r.Failed = "the orphan's job never started"
+		return
+	}
+	before, err := gw.SchedulerStats(ctx, r.Replica.Endpoint)
+	if err != nil || before.Running != 1 {
+		r.Failed = fmt.Sprintf("the replica does not run the orphan's job: %+v %v", before, err)
+		return
+	}
+	if err := syscall.Kill(orphanPid, syscall.SIGKILL); err != nil {
+		r.Failed = err.Error()
+		return
+	}
+	orphaned := time.Now()
+	var after *actors.SchedulerStats
+	if !waitFor(10*time.Second, func() bool {
+		after, err = gw.SchedulerStats(ctx, r.Replica.Endpoint)
+		return err == nil && after.Running == 0 && after.Waiting == 0
+	}) {
+		r.Failed = "the replica still runs the job of a gateway that was killed"
+		return
+	}
+	r.OrphanCancelled = time.Since(orphaned)
+	r.OrphanTokens = after.GeneratedTokens - before.GeneratedTokens
+
 	// 4. SIGKILL the replica while a long job streams to the gateway.
 	long := gw.Submit(ctx, r.Replica.Endpoint, testJob("remote-long", 3000))
 	first, ok := <-long.Events
@@ -298,6 +330,51 @@ func scenario(r *report, port, victim int) {
 	case <-time.After(10 * time.Second):
 		r.Failed = "the in-flight stream did not end after the replica left"
 	}
+}
+
+// runOrphan is a second gateway: it starts a long job on the replica,
+// says so with a file, and waits to be killed.
+func runOrphan() error {
+	port, err := strconv.Atoi(os.Getenv(childPortEnv))
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	n, err := Start(Config{ProviderPort: port, Peers: strings.Split(os.Getenv(childPeersEnv), ","),
+		RefreshInterval: testRefresh, QueryInterval: testQueryPeriod, Logger: log})
+	if err != nil {
+		return err
+	}
+	var rep Replica
+	if !waitFor(2*time.Minute, func() bool {
+		v := n.View()
+		if len(v.Replicas) == 0 {
+			return false
+		}
+		rep = v.Replicas[0]
+		return true
+	}) {
+		return errors.New("no replica became routable")
+	}
+	// The job starts when the gateway says so (it would be over before
+	// the gateway gets to it otherwise).
+	goPath := os.Getenv(childOrphanEnv) + ".go"
+	if !waitFor(2*time.Minute, func() bool { _, err := os.Stat(goPath); return err == nil }) {
+		return errors.New("the gateway never said go")
+	}
+	s := n.Submit(context.Background(), rep.Endpoint, testJob("orphan-long", 3000))
+	if ev, ok := <-s.Events; !ok || ev.FinishReason != "" {
+		return fmt.Errorf("the long job ended at once: %+v", ev)
+	}
+	if err := writeJSON(os.Getenv(childOrphanEnv), "started"); err != nil {
+		return err
+	}
+	go func() {
+		for range s.Events { // keep the stream flowing
+		}
+	}()
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return nil
 }
 
 // syncBuffer collects a child's output.
@@ -409,13 +486,20 @@ func TestPrefillAcrossNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	peers := "127.0.0.1:" + strconv.Itoa(gwPort) + ",127.0.0.1:" + strconv.Itoa(repPort)
+	orphanPort, err := FreePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	peers := "127.0.0.1:" + strconv.Itoa(gwPort) + ",127.0.0.1:" + strconv.Itoa(repPort) + ",127.0.0.1:" + strconv.Itoa(orphanPort)
 	dir := t.TempDir()
-	refPath, reportPath := filepath.Join(dir, "reference.json"), filepath.Join(dir, "report.json")
+	refPath, reportPath, orphanPath := filepath.Join(dir, "reference.json"), filepath.Join(dir, "report.json"), filepath.Join(dir, "orphan.json")
 	replica := startChild(t, "replica", childPortEnv+"="+strconv.Itoa(repPort), childPeersEnv+"="+peers,
 		childRefEnv+"="+refPath)
+	orphan := startChild(t, "orphan", childPortEnv+"="+strconv.Itoa(orphanPort), childPeersEnv+"="+peers,
+		childOrphanEnv+"="+orphanPath)
 	gateway := startChild(t, "gateway", childPortEnv+"="+strconv.Itoa(gwPort), childPeersEnv+"="+peers,
-		childRefEnv+"="+refPath, childReportEnv+"="+reportPath, childKillEnv+"="+strconv.Itoa(replica.cmd.Process.Pid))
+		childRefEnv+"="+refPath, childReportEnv+"="+reportPath, childKillEnv+"="+strconv.Itoa(replica.cmd.Process.Pid),
+		childOrphanEnv+"="+strconv.Itoa(orphan.cmd.Process.Pid)+","+orphanPath)
 	select {
 	case <-gateway.exited:
 	case <-time.After(4 * time.Minute):
@@ -431,13 +515,15 @@ func TestPrefillAcrossNodes(t *testing.T) {
 	t.Logf("routable: the replica's CapabilityReady arrived %v after it joined (model %q, snapshot_reuse %v)",
 		ms(r.Routable), r.Replica.Model, r.Replica.SnapshotReuse)
 	t.Logf("remote job: %d tokens, finish %q, in %v", len(r.Remote.Tokens), r.Remote.Finish, ms(r.RemoteTook))
+	t.Logf("orphan: the replica cancelled the job of a gateway killed with SIGKILL %v after the kill (%d more tokens generated)",
+		ms(r.OrphanCancelled), r.OrphanTokens)
 	t.Logf("leave: the gateway saw the killed replica leave %v after SIGKILL (provider refresh %v); the in-flight job ended after %v: %q",
 		ms(r.Leave), testRefresh, ms(r.InFlightEnd), r.InFlight.Error)
 	if r.Failed != "" {
 		t.Fatal(r.Failed)
 	}
-	if r.Members != 2 {
-		t.Errorf("the gateway saw %d members, want 2", r.Members)
+	if r.Members != 3 {
+		t.Errorf("the gateway saw %d members, want 3", r.Members)
 	}
 	if r.Replica.Self || r.Replica.Model != "troupe-demo" || r.Replica.SnapshotReuse || r.Replica.Endpoint.GetAddress() != r.Replica.Address {
 		t.Errorf("replica %+v: want the demo model (dense KV) on the other member", r.Replica)
@@ -445,8 +531,8 @@ func TestPrefillAcrossNodes(t *testing.T) {
 	if r.Replicas != 1 {
 		t.Errorf("the gateway listed %d routable replicas, want 1 (it serves no model itself)", r.Replicas)
 	}
-	if r.Reference.Members != 2 {
-		t.Errorf("the replica saw %d members, want 2", r.Reference.Members)
+	if r.Reference.Members != 3 {
+		t.Errorf("the replica saw %d members, want 3", r.Reference.Members)
 	}
 	ref := r.Reference.Output
 	if len(ref.Tokens) == 0 || ref.Finish == "error" {
@@ -457,6 +543,9 @@ func TestPrefillAcrossNodes(t *testing.T) {
 	}
 	if r.Stats.GetGeneratedTokens() < int64(2*len(ref.Tokens)) {
 		t.Errorf("the replica's stats over remote: %+v", r.Stats)
+	}
+	if r.OrphanTokens >= 2000 {
+		t.Errorf("the orphan's job ran on for %d tokens after its gateway was killed: not cancelled", r.OrphanTokens)
 	}
 	if r.Leave > 5*time.Second {
 		t.Errorf("the member's leave took %v to see", r.Leave)

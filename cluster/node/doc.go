@@ -25,7 +25,11 @@
 //     to the local SchedulerActor with Forward, which keeps the original
 //     sender: the scheduler answers (and streams TokenEvents to) the
 //     gateway's per-job actor directly over remote, as it does for a
-//     local requester. The extra hop is one in-process mailbox.
+//     local requester. The extra hop is one in-process mailbox. The
+//     endpoint watches each job's requester: when it stops, or its member
+//     leaves the cluster (a gateway killed mid-stream), the replica
+//     cancels its jobs instead of generating for nobody. Request ids must
+//     therefore be unique across gateways (the scheduler keys jobs by id).
 //
 // The capability gate holds across nodes: a member is in View.Replicas only
 // once its CapabilityReady has reached this node from the member's own
@@ -48,6 +52,17 @@
 // reachable by a remote PID whose address comes from the member list.
 // The cluster is used for membership (provider, member list, topology
 // events, blocking of members that left) and remote for transport.
+//
+// # Why direct messages for the capability, not pub-sub or gossip state
+//
+// Cluster pub-sub delivers only to subscribers present at publication (a
+// gateway that joins later would still have to ask), and its topic actor
+// is itself a grain placed on some member, which may be the replica that
+// dies. Gossip state (Gossiper.SetState) would spread per-member data, but
+// it is the part of the pinned cluster with the data races below, and it
+// says nothing about which actor to talk to. A CapabilityReady sent by the
+// replica's endpoint names that endpoint (its sender) and arrives in one
+// hop; the query on join and every QueryInterval makes it order-proof.
 //
 // # Protoactor facilities used, as the pinned version wants them
 //
@@ -88,7 +103,10 @@
 //     writers take (BlockedMembers and IsBlocked against Block, from the
 //     provider's poll, the gossip actor and remote's endpoint reader), and
 //     the GossipActor changes gossip state that an endpoint writer is still
-//     marshalling. A test whose process hosts a member fails under -race;
+//     marshalling; and remote's shutdown flag (endpointManager.stopped) is
+//     written by Shutdown and read by every remote send unsynchronised
+//     (Node.Close stops troupe's senders first). A test whose process
+//     hosts a member fails under -race;
 //     this package's multi-process test runs every member as a child and
 //     fails only on race reports that run through troupe's code.
 //   - StartMember sleeps a fixed second and panics where it fails (Start

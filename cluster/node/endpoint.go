@@ -26,6 +26,9 @@ type endpoint struct {
 	caps     map[string]seenCapability // by member id
 	localCap *actors.CapabilityReady   // this replica's, once its model is ready
 	localAt  time.Time
+	// jobs are the request ids of the jobs forwarded for each watched
+	// requester (by PID).
+	jobs map[string]map[string]struct{}
 }
 
 type seenCapability struct {
@@ -40,7 +43,7 @@ type queryTick struct{}
 
 func newEndpoint(n *Node, local *actors.Pids) *endpoint {
 	return &endpoint{node: n, local: local, selfID: n.system.ID,
-		members: map[string]*cluster.Member{}, since: map[string]time.Time{}, caps: map[string]seenCapability{}}
+		members: map[string]*cluster.Member{}, since: map[string]time.Time{}, jobs: map[string]map[string]struct{}{}, caps: map[string]seenCapability{}}
 }
 
 // localPoll is how often a replica asks its own ModelActor whether the
@@ -89,11 +92,39 @@ func (e *endpoint) Receive(ctx actor.Context) {
 		// Forward keeps the original sender: the scheduler streams the
 		// TokenEvents straight to the requester, wherever it lives.
 		ctx.Forward(e.local.Scheduler)
+		e.watchRequester(ctx, m)
+	case *actor.Terminated:
+		// A requester stopped (its job ended, or it gave up) or its
+		// member left the cluster: its jobs are cancelled, so a gateway
+		// that dies does not leave generations running for nobody.
+		// Cancelling a job that has finished does nothing.
+		key := m.Who.String()
+		for id := range e.jobs[key] {
+			ctx.Send(e.local.Scheduler, &actors.CancelJob{RequestId: id})
+		}
+		delete(e.jobs, key)
 	case *actors.CancelJob, *actors.StatsQuery, *actors.CacheProbe:
 		if e.local != nil {
 			ctx.Forward(e.local.Scheduler)
 		}
 	}
+}
+
+// watchRequester watches the sender of a job (not of a warm-up, which
+// nobody waits for) until it stops.
+func (e *endpoint) watchRequester(ctx actor.Context, j *actors.PrefillJob) {
+	from := ctx.Sender()
+	if from == nil || j.WarmUp {
+		return
+	}
+	key := from.String()
+	ids, ok := e.jobs[key]
+	if !ok {
+		ids = map[string]struct{}{}
+		e.jobs[key] = ids
+		ctx.Watch(from)
+	}
+	ids[j.RequestId] = struct{}{}
 }
 
 // after sends msg to the endpoint itself after d.

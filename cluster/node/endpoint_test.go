@@ -81,9 +81,9 @@ func TestGatewayGate(t *testing.T) {
 
 // TestReplicaEndpoint: a replica announces its capability only once its
 // ModelActor reports it, answers queries with it (as the sender, which
-// names the replica), lists itself as routable, and hands jobs to the
+// names the replica), lists itself as routable, hands jobs to the
 // SchedulerActor with the requester as the sender, so the TokenEvents go
-// straight back.
+// straight back, and cancels the jobs of a requester that goes away.
 func TestReplicaEndpoint(t *testing.T) {
 	sys := bareSystem(t)
 	ready := make(chan struct{})
@@ -97,10 +97,18 @@ func TestReplicaEndpoint(t *testing.T) {
 			}
 		}
 	}))
+	cancels := make(chan string, 16)
 	scheduler := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if j, ok := c.Message().(*actors.PrefillJob); ok {
-			c.Send(c.Sender(), &actors.TokenEvent{RequestId: j.RequestId, Token: 7, HasToken: true})
-			c.Send(c.Sender(), &actors.TokenEvent{RequestId: j.RequestId, Token: 8, HasToken: true, FinishReason: "length"})
+		switch m := c.Message().(type) {
+		case *actors.PrefillJob:
+			if m.RequestId == "orphan" {
+				cancels <- "started " + m.RequestId
+				return // runs until cancelled
+			}
+			c.Send(c.Sender(), &actors.TokenEvent{RequestId: m.RequestId, Token: 7, HasToken: true})
+			c.Send(c.Sender(), &actors.TokenEvent{RequestId: m.RequestId, Token: 8, HasToken: true, FinishReason: "length"})
+		case *actors.CancelJob:
+			cancels <- "cancelled " + m.RequestId
 		}
 	}))
 	// A "gateway" that records what the replica's endpoint sends it.
@@ -149,6 +157,28 @@ func TestReplicaEndpoint(t *testing.T) {
 	out := collect(n.Submit(context.Background(), pid, testJob("j", 2)))
 	if len(out.Tokens) != 2 || out.Tokens[0] != 7 || out.Tokens[1] != 8 || out.Finish != "length" {
 		t.Fatalf("a job through the replica's endpoint: %+v", out)
+	}
+	// Its requester stopped after the last event: the endpoint cancels
+	// the job, which the scheduler ignores for a finished one.
+	if got := <-cancels; got != "cancelled j" {
+		t.Fatalf("after a finished job the scheduler got %q", got)
+	}
+
+	// A requester that goes away mid-job (its member left, it crashed)
+	// gets its job cancelled.
+	requester := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	sys.Root.RequestWithCustomSender(pid, testJob("orphan", 100), requester)
+	if got := <-cancels; got != "started orphan" {
+		t.Fatalf("the scheduler got %q", got)
+	}
+	sys.Root.Stop(requester)
+	select {
+	case got := <-cancels:
+		if got != "cancelled orphan" {
+			t.Fatalf("after the requester stopped the scheduler got %q", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the orphaned job was not cancelled")
 	}
 }
 

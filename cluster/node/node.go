@@ -215,6 +215,12 @@ func (n *Node) Close() {
 	if n.sub != nil {
 		n.system.EventStream.Unsubscribe(n.sub)
 	}
+	// Nothing of troupe's sends to other members once remote shuts down:
+	// the pinned remote's shutdown flag is read by every remote send
+	// without synchronisation.
+	if n.endpoint != nil {
+		_ = n.system.Root.StopFuture(n.endpoint).Wait()
+	}
 	if n.rt != nil {
 		n.rt.Close()
 	}
