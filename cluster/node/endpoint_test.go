@@ -213,3 +213,39 @@ func TestStartBusyPort(t *testing.T) {
 		t.Error("a member started without a provider port and peers")
 	}
 }
+
+// TestLoneMemberAdvertise: a member alone in its cluster lists itself, at
+// the address it advertises rather than the one it listens on.
+func TestLoneMemberAdvertise(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster member (its shutdown takes seconds)")
+	}
+	pp, err := FreePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := FreePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	advertise := "localhost:" + strconv.Itoa(port)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	n, err := Start(Config{Host: "0.0.0.0", Port: port, Advertise: advertise, ProviderPort: pp,
+		Peers: []string{"127.0.0.1:" + strconv.Itoa(pp)}, RefreshInterval: 100 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if n.Address() != advertise {
+		t.Errorf("address %q, want %q", n.Address(), advertise)
+	}
+	if !waitFor(5*time.Second, func() bool { return len(n.View().Members) == 1 }) {
+		t.Fatalf("members %+v", n.View().Members)
+	}
+	if m := n.View().Members[0]; !m.Self || m.ID != n.ID() || m.Address != advertise || m.Since.IsZero() {
+		t.Errorf("the lone member lists itself as %+v", m)
+	}
+	if len(n.View().Replicas) != 0 {
+		t.Errorf("a gateway lists replicas: %+v", n.View().Replicas)
+	}
+}

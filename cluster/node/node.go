@@ -32,10 +32,13 @@ type Config struct {
 	// "" means "troupe".
 	ClusterName string
 	// Host and Port are where protoactor remote listens (gRPC); Port 0
-	// picks a free port. Host "" means 127.0.0.1. The address other
-	// members reach this node at is Host:Port.
+	// picks a free port. Host "" means 127.0.0.1.
 	Host string
 	Port int
+	// Advertise is the host:port other members reach this node at when it
+	// differs from Host:Port (Host "0.0.0.0", NAT, containers); "" means
+	// the listening address.
+	Advertise string
 	// ProviderPort is the automanaged provider's HTTP health port (it
 	// listens on all interfaces: the pinned provider has no bind option).
 	ProviderPort int
@@ -94,7 +97,11 @@ func Start(cfg Config) (n *Node, err error) {
 		return slog.New(minLevel{Handler: log.Handler(), min: slog.LevelWarn}).With("lib", "protoactor")
 	}))
 	provider := automanaged.NewWithConfig(cfg.RefreshInterval, cfg.ProviderPort, cfg.Peers...)
-	rc := remote.Configure(cfg.Host, cfg.Port)
+	var ropts []remote.ConfigOption
+	if cfg.Advertise != "" {
+		ropts = append(ropts, remote.WithAdvertisedHost(cfg.Advertise))
+	}
+	rc := remote.Configure(cfg.Host, cfg.Port, ropts...)
 	cc := cluster.Configure(cfg.ClusterName, provider, disthash.New(), rc)
 	c := cluster.New(system, cc)
 	n = &Node{cfg: cfg, system: system, cluster: c}
