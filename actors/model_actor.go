@@ -103,6 +103,15 @@ func (a *ModelActor) Receive(ctx actor.Context) {
 		ctx.Respond(&registration{assets: a.assets, capability: a.capability, failure: a.failure})
 	case *actor.Terminated:
 		a.preparers = removePID(a.preparers, msg.Who)
+	case *CapabilityQuery:
+		// Answered once every local preparer has the capability (the
+		// model is ready): a remote gateway that learns it from here
+		// routes to this node only from then on.
+		if a.status.Ready && a.capability != nil {
+			ctx.Respond(a.capability)
+		} else {
+			ctx.Respond(&CapabilityUnknown{})
+		}
 	case *LoadStatusQuery:
 		ctx.Respond(&LoadStatus{Phase: a.status.Phase, Ready: a.status.Ready, Error: a.status.Error})
 	}

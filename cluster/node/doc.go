@@ -1,0 +1,118 @@
+// Package node makes a troupe process a member of a Proto.Actor cluster
+// (DESIGN.md §8): replicas serve a model, gateways (no model) prepare
+// requests and send each PrefillJob to a replica, whose SchedulerActor
+// streams the TokenEvents straight back. Only protobuf messages of package
+// actors cross nodes; KV never does.
+//
+// # Shape
+//
+// Every node runs one endpoint actor under the well-known name
+// EndpointName, so a member's endpoint is the PID {member address,
+// "troupe-node"}: nothing has to be looked up or placed. The endpoint
+//
+//   - keeps the node's View of the cluster: the members, from the cluster
+//     provider's ClusterTopology events, and the routable replicas among
+//     them, from their CapabilityReady announcements;
+//   - on a replica, asks the local ModelActor for the capability
+//     (CapabilityQuery) until the model is ready, then announces it to
+//     every other member, to members that join later, and to any member
+//     that asks (a CapabilityQuery answered by a Request, so that the
+//     answer's sender names the replica);
+//   - on a gateway, asks every member whose capability it has not seen
+//     yet, when it joins and every Config.QueryInterval after, so neither
+//     start-up order nor a lost message leaves a replica unseen;
+//   - on a replica, hands PrefillJob, CancelJob, StatsQuery and CacheProbe
+//     to the local SchedulerActor with Forward, which keeps the original
+//     sender: the scheduler answers (and streams TokenEvents to) the
+//     gateway's per-job actor directly over remote, as it does for a
+//     local requester. The extra hop is one in-process mailbox. The
+//     endpoint watches each job's requester: when it stops, or its member
+//     leaves the cluster (a gateway killed mid-stream), the replica
+//     cancels its jobs instead of generating for nobody. Request ids must
+//     therefore be unique across gateways (the scheduler keys jobs by id).
+//
+// The capability gate holds across nodes: a member is in View.Replicas only
+// once its CapabilityReady has reached this node from the member's own
+// address, and leaves it when the provider reports the member gone. A
+// router (package cluster/route) picks among View.Replicas; a View is
+// immutable and swapped atomically, so reading it per request costs no
+// message. Node.Submit sends a job to a replica's Endpoint and returns its
+// TokenEvents; it watches the endpoint, so a job in flight on a replica
+// that is killed ends with an "error" event (Unavailable) as soon as the
+// provider reports the member gone, instead of hanging.
+//
+// # Why a well-known endpoint and not a cluster kind (grain)
+//
+// Proto.Actor's virtual actors are placed by the identity lookup
+// (disthash: rendezvous hashing over the members that host the kind), so
+// the cluster, not troupe, would choose which member a job's actor lives
+// on. A replica's SchedulerActor is not placeable: it exists where the
+// model is loaded, one per loaded model, and routing must pick the replica
+// by prefix affinity and load. So the scheduler stays an ordinary actor
+// reachable by a remote PID whose address comes from the member list.
+// The cluster is used for membership (provider, member list, topology
+// events, blocking of members that left) and remote for transport.
+//
+// # Why direct messages for the capability, not pub-sub or gossip state
+//
+// Cluster pub-sub delivers only to subscribers present at publication (a
+// gateway that joins later would still have to ask), and its topic actor
+// is itself a grain placed on some member, which may be the replica that
+// dies. Gossip state (Gossiper.SetState) would spread per-member data, but
+// it is the part of the pinned cluster with the data races below, and it
+// says nothing about which actor to talk to. A CapabilityReady sent by the
+// replica's endpoint names that endpoint (its sender) and arrives in one
+// hop; the query on join and every QueryInterval makes it order-proof.
+//
+// # Protoactor facilities used, as the pinned version wants them
+//
+//   - cluster.Configure + cluster.New + Cluster.StartMember, with the
+//     automanaged provider (automanaged.NewWithConfig(refresh, port,
+//     peers...)): every member serves GET /_health on ProviderPort and
+//     polls every peer's each refresh interval; a peer that does not
+//     answer leaves the topology at the next poll. --cluster-provider
+//     automanaged --cluster-peers host:port,... maps onto Config.Peers and
+//     Config.ProviderPort. Gateways are members too, not cluster clients
+//     (StartClient): the pinned automanaged provider's Shutdown
+//     dereferences the HTTP server that only StartMember creates.
+//   - disthash.New() as the identity lookup: cluster.Configure requires
+//     one; no grain is activated.
+//   - remote.Configure(host, port): messages cross as protobuf through
+//     remote's default serializer, which finds a received message's type
+//     by its full name in protoregistry.GlobalTypes. Registering the
+//     messages therefore needs nothing but linking package actors (its
+//     generated messages.pb.go registers the file descriptor at init).
+//     remote.WithKinds is for remote spawning of actor kinds and
+//     cluster.WithKinds for grain kinds; neither registers messages. A
+//     member that receives a type it does not link crashes (the pinned
+//     serializer dereferences the failed lookup), so all members run the
+//     same troupe binary.
+//   - the EventStream's *cluster.ClusterTopology events (members, joined,
+//     left), subscribed to before StartMember (whose first provider poll
+//     already publishes one) and forwarded into the endpoint actor once it
+//     is spawned.
+//   - actor.Context.Watch on a remote PID: when the member list drops a
+//     member it publishes remote.EndpointTerminatedEvent, and remote
+//     delivers Terminated (AddressTerminated) to the watchers.
+//
+// # Quirks of the pinned protoactor-go (v0.0.0-20240822202345-3c0e61ca19c9,
+// also the newest version the module proxy serves)
+//
+//   - Data races inside the cluster, in every member, whatever the host
+//     does: remote.BlockList reads its member set without the lock its
+//     writers take (BlockedMembers and IsBlocked against Block, from the
+//     provider's poll, the gossip actor and remote's endpoint reader), and
+//     the GossipActor changes gossip state that an endpoint writer is still
+//     marshalling; and remote's shutdown flag (endpointManager.stopped) is
+//     written by Shutdown and read by every remote send unsynchronised
+//     (Node.Close stops troupe's senders first). A test whose process
+//     hosts a member fails under -race;
+//     this package's multi-process test runs every member as a child and
+//     fails only on race reports that run through troupe's code.
+//   - StartMember sleeps a fixed second and panics where it fails (Start
+//     turns the panic into an error); a graceful Shutdown sleeps two.
+//   - The automanaged provider listens on 0.0.0.0 (no bind option), logs an
+//     ERROR for every poll of a peer that is down, and a member that left
+//     is blocked for good by its id (a restarted process has a new id, so
+//     it joins again).
+package node

@@ -1,0 +1,254 @@
+package node
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+
+	"github.com/troupe-ai/troupe/actors"
+)
+
+// endpoint is a node's actor under the well-known name EndpointName. It
+// owns the node's view of the cluster (members from the provider's
+// topology events, capabilities from the replicas), and on a replica it
+// hands jobs to the local SchedulerActor and answers capability queries.
+type endpoint struct {
+	node  *Node
+	local *actors.Pids // nil on a gateway
+
+	selfID   string
+	self     *actor.PID
+	members  map[string]*cluster.Member
+	since    map[string]time.Time      // when each member was first seen
+	caps     map[string]seenCapability // by member id
+	localCap *actors.CapabilityReady   // this replica's, once its model is ready
+	localAt  time.Time
+	// jobs are the request ids of the jobs forwarded for each watched
+	// requester (by PID).
+	jobs map[string]map[string]struct{}
+}
+
+type seenCapability struct {
+	cap      *actors.CapabilityReady
+	endpoint *actor.PID
+	since    time.Time
+}
+
+// pollLocal and queryTick are the endpoint's timers.
+type pollLocal struct{}
+type queryTick struct{}
+
+func newEndpoint(n *Node, local *actors.Pids) *endpoint {
+	return &endpoint{node: n, local: local, selfID: n.system.ID,
+		members: map[string]*cluster.Member{}, since: map[string]time.Time{}, jobs: map[string]map[string]struct{}{}, caps: map[string]seenCapability{}}
+}
+
+// localPoll is how often a replica asks its own ModelActor whether the
+// model is ready.
+const localPoll = 100 * time.Millisecond
+
+// Receive implements actor.Actor.
+func (e *endpoint) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		e.self = ctx.Self()
+		if e.local != nil {
+			e.pollLocal(ctx)
+		}
+		e.after(ctx, e.node.cfg.QueryInterval, &queryTick{})
+	case *topologyAt:
+		e.topology(ctx, m.topology, m.at)
+	case *cluster.ClusterTopology:
+		e.topology(ctx, m, time.Now())
+	case *queryTick:
+		e.queryUnknown(ctx)
+		e.after(ctx, e.node.cfg.QueryInterval, &queryTick{})
+	case *pollLocal:
+		e.pollLocal(ctx)
+	case *actors.CapabilityQuery:
+		// A gateway asks; the answer is a Request so that it carries this
+		// endpoint as its sender, which names the replica.
+		if e.local == nil || ctx.Sender() == nil {
+			return
+		}
+		if e.localCap != nil {
+			ctx.Request(ctx.Sender(), e.localCap)
+		} else {
+			ctx.Request(ctx.Sender(), &actors.CapabilityUnknown{})
+		}
+	case *actors.CapabilityReady:
+		e.capability(ctx, m)
+	case *actors.PrefillJob:
+		if e.local == nil {
+			if ctx.Sender() != nil {
+				ctx.Send(ctx.Sender(), &actors.TokenEvent{RequestId: m.RequestId, FinishReason: "error",
+					Error: "this cluster member serves no model", Unavailable: true})
+			}
+			return
+		}
+		// Forward keeps the original sender: the scheduler streams the
+		// TokenEvents straight to the requester, wherever it lives.
+		ctx.Forward(e.local.Scheduler)
+		e.watchRequester(ctx, m)
+	case *actor.Terminated:
+		// A requester stopped (its job ended, or it gave up) or its
+		// member left the cluster: its jobs are cancelled, so a gateway
+		// that dies does not leave generations running for nobody.
+		// Cancelling a job that has finished does nothing.
+		key := m.Who.String()
+		for id := range e.jobs[key] {
+			ctx.Send(e.local.Scheduler, &actors.CancelJob{RequestId: id})
+		}
+		delete(e.jobs, key)
+	case *actors.CancelJob, *actors.StatsQuery, *actors.CacheProbe:
+		if e.local != nil {
+			ctx.Forward(e.local.Scheduler)
+		}
+	}
+}
+
+// watchRequester watches the sender of a job (not of a warm-up, which
+// nobody waits for) until it stops.
+func (e *endpoint) watchRequester(ctx actor.Context, j *actors.PrefillJob) {
+	from := ctx.Sender()
+	if from == nil || j.WarmUp {
+		return
+	}
+	key := from.String()
+	ids, ok := e.jobs[key]
+	if !ok {
+		ids = map[string]struct{}{}
+		e.jobs[key] = ids
+		ctx.Watch(from)
+	}
+	ids[j.RequestId] = struct{}{}
+}
+
+// after sends msg to the endpoint itself after d.
+func (e *endpoint) after(ctx actor.Context, d time.Duration, msg any) {
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	time.AfterFunc(d, func() { root.Send(self, msg) })
+}
+
+// pollLocal asks the local ModelActor for the capability until the model
+// is ready, then announces it to every other member.
+func (e *endpoint) pollLocal(ctx actor.Context) {
+	f := ctx.RequestFuture(e.local.Model, &actors.CapabilityQuery{}, 5*time.Second)
+	ctx.ReenterAfter(f, func(res any, err error) {
+		c, ok := res.(*actors.CapabilityReady)
+		if err != nil || !ok {
+			e.after(ctx, localPoll, &pollLocal{})
+			return
+		}
+		e.localCap, e.localAt = c, time.Now()
+		e.node.cfg.Logger.Info("cluster node: model ready, announcing capability",
+			"model", c.Model, "snapshot_reuse", c.SnapshotReuse, "members", len(e.members)-1)
+		for id, m := range e.members {
+			if id != e.selfID {
+				ctx.Request(endpointOf(m), c)
+			}
+		}
+		e.publish()
+	})
+}
+
+func endpointOf(m *cluster.Member) *actor.PID { return actor.NewPID(m.Address(), EndpointName) }
+
+// topology takes the provider's member list: members that left lose their
+// capability (they are no longer routable), members that joined are asked
+// for theirs and, on a replica, told this one's.
+func (e *endpoint) topology(ctx actor.Context, t *cluster.ClusterTopology, at time.Time) {
+	members := make(map[string]*cluster.Member, len(t.Members))
+	for _, m := range t.Members {
+		members[m.Id] = m
+		if _, ok := e.since[m.Id]; !ok {
+			e.since[m.Id] = at
+		}
+	}
+	for id := range e.since {
+		if _, ok := members[id]; !ok {
+			delete(e.since, id)
+		}
+	}
+	for id := range e.caps {
+		if _, ok := members[id]; !ok {
+			delete(e.caps, id)
+		}
+	}
+	for _, m := range t.Left {
+		e.node.cfg.Logger.Info("cluster node: member left", "member", m.Id, "address", m.Address())
+	}
+	for _, m := range t.Joined {
+		e.node.cfg.Logger.Info("cluster node: member joined", "member", m.Id, "address", m.Address())
+	}
+	e.members = members
+	if e.localCap != nil {
+		for _, m := range t.Joined {
+			if m.Id != e.selfID {
+				ctx.Request(endpointOf(m), e.localCap)
+			}
+		}
+	}
+	e.queryUnknown(ctx)
+	e.publish()
+}
+
+// queryUnknown asks every other member whose capability is not known yet
+// (a replica still loading answers CapabilityUnknown; a gateway does not
+// answer).
+func (e *endpoint) queryUnknown(ctx actor.Context) {
+	for id, m := range e.members {
+		if _, ok := e.caps[id]; ok || id == e.selfID {
+			continue
+		}
+		ctx.Request(endpointOf(m), &actors.CapabilityQuery{})
+	}
+}
+
+// capability records a replica's CapabilityReady. The sender names the
+// replica; one that is not a member (any more, or not yet) is ignored: it
+// is asked again once the topology lists it.
+func (e *endpoint) capability(ctx actor.Context, c *actors.CapabilityReady) {
+	from := ctx.Sender()
+	if from == nil {
+		return
+	}
+	for id, m := range e.members {
+		if id == e.selfID || m.Address() != from.Address {
+			continue
+		}
+		if old, ok := e.caps[id]; ok && sameCapability(old.cap, c) {
+			return
+		}
+		e.caps[id] = seenCapability{cap: c, endpoint: from, since: time.Now()}
+		e.node.cfg.Logger.Info("cluster node: replica routable", "member", id, "model", c.Model, "snapshot_reuse", c.SnapshotReuse)
+		e.publish()
+		return
+	}
+}
+
+func sameCapability(a, b *actors.CapabilityReady) bool {
+	return a.Model == b.Model && a.SnapshotReuse == b.SnapshotReuse
+}
+
+// publish replaces the node's View.
+func (e *endpoint) publish() {
+	v := &View{Updated: time.Now()}
+	for id, m := range e.members {
+		v.Members = append(v.Members, Member{ID: id, Address: m.Address(), Self: id == e.selfID, Since: e.since[id]})
+	}
+	for id, s := range e.caps {
+		v.Replicas = append(v.Replicas, Replica{MemberID: id, Address: s.endpoint.Address, Model: s.cap.Model,
+			SnapshotReuse: s.cap.SnapshotReuse, Endpoint: s.endpoint, Since: s.since})
+	}
+	if e.localCap != nil {
+		v.Replicas = append(v.Replicas, Replica{MemberID: e.selfID, Address: e.self.Address, Self: true,
+			Model: e.localCap.Model, SnapshotReuse: e.localCap.SnapshotReuse, Endpoint: e.self, Since: e.localAt})
+	}
+	slices.SortFunc(v.Members, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(v.Replicas, func(a, b Replica) int { return strings.Compare(a.MemberID, b.MemberID) })
+	e.node.view.Store(v)
+}

@@ -1,0 +1,268 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/eventstream"
+	"github.com/asynkron/protoactor-go/remote"
+
+	"github.com/troupe-ai/troupe"
+	"github.com/troupe-ai/troupe/actors"
+)
+
+// EndpointName is the name every node spawns its endpoint actor under, so a
+// member's endpoint is the PID {member address, EndpointName}.
+const EndpointName = "troupe-node"
+
+// Config configures a node.
+type Config struct {
+	// ClusterName: members of different clusters ignore each other;
+	// "" means "troupe".
+	ClusterName string
+	// Host and Port are where protoactor remote listens (gRPC); Port 0
+	// picks a free port. Host "" means 127.0.0.1.
+	Host string
+	Port int
+	// Advertise is the host:port other members reach this node at when it
+	// differs from Host:Port (Host "0.0.0.0", NAT, containers); "" means
+	// the listening address.
+	Advertise string
+	// ProviderPort is the automanaged provider's HTTP health port (it
+	// listens on all interfaces: the pinned provider has no bind option).
+	ProviderPort int
+	// Peers are the host:ProviderPort of every member, this one included
+	// (--cluster-peers): the automanaged provider polls each of them.
+	Peers []string
+	// RefreshInterval is how often the provider polls the peers; a killed
+	// member is seen leaving within about one interval. 0 means 1s.
+	RefreshInterval time.Duration
+	// QueryInterval is how often the node asks members whose capability
+	// it has not seen yet for it; 0 means 500ms.
+	QueryInterval time.Duration
+	// Model, when set, makes the node a replica that serves this model;
+	// nil makes it a gateway (no model).
+	Model *troupe.Options
+	// Logger receives the node's logs (protoactor's from WARN up); nil
+	// means slog.Default().
+	Logger *slog.Logger
+}
+
+// Node is one member of a troupe cluster.
+type Node struct {
+	cfg      Config
+	system   *actor.ActorSystem
+	cluster  *cluster.Cluster
+	endpoint *actor.PID
+	rt       *troupe.Runtime // nil on a gateway
+	sub      *eventstream.Subscription
+	view     atomic.Pointer[View]
+}
+
+// Start joins the cluster and, for a replica, starts the model's pipeline.
+// It returns once this member is started (the pinned cluster's StartMember
+// waits a fixed second); other members are seen as the provider polls them.
+func Start(cfg Config) (n *Node, err error) {
+	if cfg.ClusterName == "" {
+		cfg.ClusterName = "troupe"
+	}
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	if cfg.RefreshInterval <= 0 {
+		cfg.RefreshInterval = time.Second
+	}
+	if cfg.QueryInterval <= 0 {
+		cfg.QueryInterval = 500 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ProviderPort <= 0 || len(cfg.Peers) == 0 {
+		return nil, errors.New("cluster node: the automanaged provider needs a provider port and the peer list")
+	}
+	log := cfg.Logger
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(minLevel{Handler: log.Handler(), min: slog.LevelWarn}).With("lib", "protoactor")
+	}))
+	provider := automanaged.NewWithConfig(cfg.RefreshInterval, cfg.ProviderPort, cfg.Peers...)
+	var ropts []remote.ConfigOption
+	if cfg.Advertise != "" {
+		ropts = append(ropts, remote.WithAdvertisedHost(cfg.Advertise))
+	}
+	rc := remote.Configure(cfg.Host, cfg.Port, ropts...)
+	cc := cluster.Configure(cfg.ClusterName, provider, disthash.New(), rc)
+	c := cluster.New(system, cc)
+	n = &Node{cfg: cfg, system: system, cluster: c}
+	n.view.Store(&View{})
+	// Topology events are taken from before the member starts (its first
+	// poll happens inside StartMember) and stamped as they come; they
+	// wait for the endpoint actor, which can only be spawned later.
+	fwd := &topologyForwarder{root: system.Root}
+	n.sub = system.EventStream.Subscribe(fwd.publish)
+	// The pipeline starts first, so the model loads while the member
+	// joins; the capability gate keeps it unroutable until it is ready.
+	var local *actors.Pids
+	if cfg.Model != nil {
+		n.rt, err = troupe.Spawn(system, *cfg.Model)
+		if err != nil {
+			system.EventStream.Unsubscribe(n.sub)
+			system.Shutdown()
+			return nil, err
+		}
+		p := n.rt.Pids()
+		local = &p
+	}
+	// The pinned StartMember panics where it fails (remote cannot
+	// listen, provider fails to start).
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("cluster node: start member: %v", r)
+			}
+		}()
+		c.StartMember()
+	}()
+	if err != nil {
+		system.EventStream.Unsubscribe(n.sub)
+		if n.rt != nil {
+			n.rt.Close()
+		}
+		system.Shutdown()
+		return nil, err
+	}
+	// The endpoint is spawned once remote has started: a PID spawned
+	// before carries the placeholder address "nonhost", which remote
+	// members cannot answer to. The endpoint is the only sender they
+	// see; the pipeline behind it is only reached locally.
+	n.endpoint, err = system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
+		return newEndpoint(n, local)
+	}), EndpointName)
+	if err != nil {
+		n.Close()
+		return nil, fmt.Errorf("cluster node: spawn endpoint: %w", err)
+	}
+	fwd.attach(n.endpoint)
+	return n, nil
+}
+
+// topologyAt is a ClusterTopology event and when it was published.
+type topologyAt struct {
+	topology *cluster.ClusterTopology
+	at       time.Time
+}
+
+// topologyForwarder hands the cluster's topology events to the endpoint
+// actor, holding those that come before it exists.
+type topologyForwarder struct {
+	root     *actor.RootContext
+	mu       sync.Mutex
+	endpoint *actor.PID
+	pending  []*topologyAt
+}
+
+func (f *topologyForwarder) publish(evt any) {
+	t, ok := evt.(*cluster.ClusterTopology)
+	if !ok {
+		return
+	}
+	msg := &topologyAt{topology: t, at: time.Now()}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.endpoint == nil {
+		f.pending = append(f.pending, msg)
+		return
+	}
+	f.root.Send(f.endpoint, msg)
+}
+
+func (f *topologyForwarder) attach(endpoint *actor.PID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.endpoint = endpoint
+	for _, msg := range f.pending {
+		f.root.Send(endpoint, msg)
+	}
+	f.pending = nil
+}
+
+// ID is this member's id in the cluster.
+func (n *Node) ID() string { return n.system.ID }
+
+// Address is this member's remote address (host:port).
+func (n *Node) Address() string { return n.system.Address() }
+
+// System is the node's actor system.
+func (n *Node) System() *actor.ActorSystem { return n.system }
+
+// Runtime is the replica's model pipeline; nil on a gateway.
+func (n *Node) Runtime() *troupe.Runtime { return n.rt }
+
+// Endpoint is this node's endpoint actor.
+func (n *Node) Endpoint() *actor.PID { return n.endpoint }
+
+// View is the node's current picture of the cluster: what it has seen of
+// the members and of their capabilities. It is replaced, never changed.
+func (n *Node) View() *View { return n.view.Load() }
+
+// Close leaves the cluster gracefully and stops the model's pipeline. The
+// pinned cluster's graceful shutdown waits about two seconds.
+func (n *Node) Close() {
+	if n.sub != nil {
+		n.system.EventStream.Unsubscribe(n.sub)
+	}
+	// Nothing of troupe's sends to other members once remote shuts down:
+	// the pinned remote's shutdown flag is read by every remote send
+	// without synchronisation.
+	if n.endpoint != nil {
+		_ = n.system.Root.StopFuture(n.endpoint).Wait()
+	}
+	if n.rt != nil {
+		n.rt.Close()
+	}
+	n.cluster.Shutdown(true)
+}
+
+// FreePort returns a TCP port free on host now (for tests and tools that
+// have to name the provider ports before the members start).
+func FreePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	_, port, err := net.SplitHostPort(l.Addr().String())
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(port)
+}
+
+// minLevel drops records below min (protoactor narrates at INFO).
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return minLevel{Handler: h.Handler.WithAttrs(attrs), min: h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{Handler: h.Handler.WithGroup(name), min: h.min}
+}

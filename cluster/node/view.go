@@ -1,0 +1,69 @@
+package node
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// View is what a node knows of the cluster at one moment: the members the
+// provider reports and the replicas among them whose capability it has
+// seen. Nodes replace their View on each change; a View is never modified,
+// so a router can read Node.View on every request without locking.
+type View struct {
+	// Members are the cluster's members, this node included, sorted by id.
+	Members []Member
+	// Replicas are the routable replicas, sorted by member id: members
+	// whose CapabilityReady this node has received (this node too when it
+	// serves a model). A member that has not announced its capability is
+	// not routable (the capability gate of DESIGN.md §8).
+	Replicas []Replica
+	// Updated is when the view was built.
+	Updated time.Time
+}
+
+// Member is one cluster member.
+type Member struct {
+	ID      string
+	Address string // remote host:port
+	Self    bool
+	// Since is when this node's provider first reported the member.
+	Since time.Time
+}
+
+// Replica is a routable member: one that serves a model and whose
+// capability this node has seen.
+type Replica struct {
+	MemberID string
+	Address  string
+	Self     bool
+	// Model is the served model's name; SnapshotReuse its prompt-cache
+	// capability (whole-state snapshots rather than KV prefix pages).
+	Model         string
+	SnapshotReuse bool
+	// Endpoint takes PrefillJob, CancelJob, StatsQuery and CacheProbe
+	// for the replica's SchedulerActor (Node.Submit).
+	Endpoint *actor.PID
+	// Since is when this node received the capability.
+	Since time.Time
+}
+
+// Member returns the member with id, if it is in the view.
+func (v *View) Member(id string) (Member, bool) {
+	for _, m := range v.Members {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
+// Replica returns the replica on member id, if it is routable.
+func (v *View) Replica(id string) (Replica, bool) {
+	for _, r := range v.Replicas {
+		if r.MemberID == id {
+			return r, true
+		}
+	}
+	return Replica{}, false
+}
