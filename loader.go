@@ -158,6 +158,9 @@ func modelEOS(dir string, gen *model.GenerationConfig) ([]int32, error) {
 
 // LoadModel loads the weights and sets up the device and the KV pool.
 func (l *dirLoader) LoadModel(ctx context.Context, phase func(string)) (model.Model, gpu.Device, *kvcache.Pool, error) {
+	if l.opts.NoWeights {
+		return nil, nil, nil, nil // assets only (actors.Loader)
+	}
 	phase("loading weights")
 	began := time.Now()
 	m, err := model.LoadWith(ctx, l.opts.Model, model.LoadOptions{Prefault: true, Progress: l.loadProgress(began), Mmap: l.opts.MmapWeights})

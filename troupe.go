@@ -133,6 +133,31 @@ type Options struct {
 	// JobHook sees each generation's job just before it goes to the
 	// scheduler (tests check what the engine is asked to do).
 	JobHook func(*actors.PrefillJob)
+
+	// Dispatcher, when set, runs every generation's prepared job instead
+	// of the local SchedulerActor: a cluster gateway sends it to a replica
+	// (package cluster/gateway). Every API path shares it, since they all
+	// generate through GenerateN. Warm-ups are not dispatched.
+	Dispatcher Dispatcher
+	// RequestIDPrefix is put before every request id the runtime makes
+	// ("req-1" becomes RequestIDPrefix+"req-1"): a cluster member sets its
+	// member id, so ids are unique across the gateways that share a
+	// replica's scheduler, which keys jobs by id.
+	RequestIDPrefix string
+	// NoWeights loads the model's assets only (tokenizer, chat template,
+	// generation config), not its weights: the runtime prepares requests
+	// and reports ready once the assets are read, and needs a Dispatcher
+	// to generate (a gateway-only cluster member).
+	NoWeights bool
+}
+
+// Dispatcher runs prepared jobs somewhere other than the runtime's own
+// scheduler.
+type Dispatcher interface {
+	// Dispatch starts job and returns its TokenEvents: the channel ends
+	// with the event that carries a FinishReason, then closes. Ending ctx
+	// cancels the job (and closes the channel soon after).
+	Dispatch(ctx context.Context, job *actors.PrefillJob) <-chan *actors.TokenEvent
 }
 
 // The values of Options.GenerationConfig.
@@ -224,6 +249,9 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 	}
 	if opts.MaxModelLen < 0 {
 		return nil, fmt.Errorf("troupe: MaxModelLen %d is negative", opts.MaxModelLen)
+	}
+	if opts.NoWeights && opts.Dispatcher == nil {
+		return nil, errors.New("troupe: a runtime without weights needs a Dispatcher to generate")
 	}
 	if opts.Preparers <= 0 {
 		opts.Preparers = runtime.NumCPU()
@@ -317,7 +345,7 @@ func (l *limitsLoader) LoadAssets(ctx context.Context) (*chat.Assets, error) {
 
 func (l *limitsLoader) LoadModel(ctx context.Context, phase func(string)) (model.Model, gpu.Device, *kvcache.Pool, error) {
 	m, dev, pool, err := l.Loader.LoadModel(ctx, phase)
-	if err == nil {
+	if err == nil && m != nil {
 		lim := engine.LimitsOf(m, pool, l.maxModelLen)
 		l.limits.Store(&lim)
 	}
@@ -514,7 +542,7 @@ func (r *Runtime) prepare(ctx context.Context, prefix string, size int, msg func
 		}
 		return nil, timedOut()
 	}
-	id := prefix + strconv.FormatUint(r.next.Add(1), 10)
+	id := r.opts.RequestIDPrefix + prefix + strconv.FormatUint(r.next.Add(1), 10)
 	// The future outlives the caller's wait: it only frees the preparer.
 	fut := r.system.Root.RequestFuture(r.pids.Preparers[idx], msg(id), preparerAnswerTimeout)
 	type answer struct {
@@ -589,6 +617,9 @@ func textBytes(v any) int {
 // prefilled from the best snapshot and stored, when the scheduler is idle.
 // It returns once the job is queued; errors only mean no warm-up.
 func (r *Runtime) WarmUp(ctx context.Context, req *chat.Request, reply string) error {
+	if r.opts.Dispatcher != nil {
+		return errors.New("warm-ups are not dispatched to other nodes")
+	}
 	out, err := r.prepare(ctx, "warm-", requestBytes(req), func(id string) *actors.Prepare {
 		return &actors.Prepare{ID: id, Request: req, PromptCache: r.opts.PromptCache, WarmUpReply: &reply}
 	})
@@ -720,6 +751,9 @@ func (*submitJob) IgnoreDeadLetterLogging() {}
 // closed (or never, if the stream is cancelled first); first, when set, runs
 // once the first event arrives or the stream ends without one.
 func (r *Runtime) stream(ctx context.Context, prep *actors.Prepared, job *actors.PrefillJob, gate <-chan struct{}, first func()) *Stream {
+	if r.opts.Dispatcher != nil {
+		return r.dispatch(ctx, prep, job, gate, first)
+	}
 	events := make(chan *actors.TokenEvent, 64)
 	done := make(chan struct{})     // closed by Cancel
 	finished := make(chan struct{}) // closed by the receiver when the stream ends
@@ -787,6 +821,56 @@ func (r *Runtime) stream(ctx context.Context, prep *actors.Prepared, job *actors
 		case <-ctx.Done():
 			cancel()
 		case <-finished:
+		}
+	}()
+	return &Stream{Prepared: prep, Events: events, cancel: cancel}
+}
+
+// dispatch is stream through Options.Dispatcher: the job goes there (once
+// gate is closed, when set) and its events are handed on.
+func (r *Runtime) dispatch(ctx context.Context, prep *actors.Prepared, job *actors.PrefillJob, gate <-chan struct{}, first func()) *Stream {
+	events := make(chan *actors.TokenEvent, 64)
+	done := make(chan struct{}) // closed by Cancel
+	var once sync.Once
+	cancel := func() { once.Do(func() { close(done) }) }
+	go func() {
+		defer close(events)
+		began := sync.OnceFunc(func() {
+			if first != nil {
+				first()
+			}
+		})
+		defer began()
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+		dctx, stop := context.WithCancel(ctx)
+		defer stop() // a stream ended early cancels its job
+		in := r.opts.Dispatcher.Dispatch(dctx, job)
+		for {
+			select {
+			case ev, ok := <-in:
+				if !ok {
+					return
+				}
+				began()
+				select {
+				case events <- ev:
+				case <-done:
+					return
+				}
+				if ev.FinishReason != "" {
+					return
+				}
+			case <-done:
+				return
+			}
 		}
 	}()
 	return &Stream{Prepared: prep, Events: events, cancel: cancel}

@@ -14,7 +14,11 @@ import (
 
 // Loader loads what the ModelActor publishes: first the assets (tokenizer,
 // template: fast), then the model, device and pool (slow). Phase reports
-// progress in words ("loading weights").
+// progress in words ("loading weights"). A LoadModel that returns no model
+// and no error loads the assets only (a gateway that prepares requests for
+// other nodes): the actor is then ready once the preparers have the assets,
+// with no capability of its own (CapabilityQuery answers
+// CapabilityUnknown, so no gateway routes to it).
 type Loader interface {
 	LoadAssets(ctx context.Context) (*chat.Assets, error)
 	LoadModel(ctx context.Context, phase func(string)) (model.Model, gpu.Device, *kvcache.Pool, error)
@@ -81,6 +85,13 @@ func (a *ModelActor) Receive(ctx actor.Context) {
 	case *modelLoaded:
 		if msg.err != nil {
 			a.fail(ctx, msg.err)
+			return
+		}
+		if msg.model == nil {
+			// Assets only: the preparers were sent them above (and new
+			// ones get them on registering); they stay fail-open.
+			a.status = &LoadStatus{Phase: "ready", Ready: true}
+			a.log.Info("model assets ready (no weights)", "model", a.name)
 			return
 		}
 		reuse := model.SnapshotReuse(msg.model.Cache())

@@ -1,0 +1,94 @@
+package troupe
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troupe-ai/troupe/actors"
+	"github.com/troupe-ai/troupe/chat"
+)
+
+// recordingDispatcher answers every job with its request id's length in
+// tokens, and records the jobs.
+type recordingDispatcher struct {
+	mu   sync.Mutex
+	jobs []*actors.PrefillJob
+}
+
+func (d *recordingDispatcher) Dispatch(ctx context.Context, job *actors.PrefillJob) <-chan *actors.TokenEvent {
+	d.mu.Lock()
+	d.jobs = append(d.jobs, job)
+	d.mu.Unlock()
+	out := make(chan *actors.TokenEvent, 8)
+	go func() {
+		defer close(out)
+		out <- &actors.TokenEvent{RequestId: job.RequestId, Token: 'h', HasToken: true, PromptTokens: int32(len(job.Prompt))}
+		out <- &actors.TokenEvent{RequestId: job.RequestId, Token: 'i', HasToken: true}
+		out <- &actors.TokenEvent{RequestId: job.RequestId, FinishReason: "stop"}
+	}()
+	return out
+}
+
+// A runtime with a Dispatcher and no weights prepares locally and
+// generates through the dispatcher: ids carry the prefix, n > 1 choices
+// each get a job.
+func TestDispatcherRuntimeWithoutWeights(t *testing.T) {
+	if _, err := Start(context.Background(), Options{NoWeights: true}); err == nil {
+		t.Fatal("a runtime without weights and without a dispatcher must be refused")
+	}
+	d := &recordingDispatcher{}
+	rt, err := Start(context.Background(), Options{NoWeights: true, Dispatcher: d, RequestIDPrefix: "member7/", Preparers: 2, Threads: 1, PromptCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		st, err := rt.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Ready {
+			break
+		}
+		if st.Error != "" {
+			t.Fatal(st.Error)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, ok := rt.Limits(); ok {
+		t.Fatal("a runtime without weights has no model limits")
+	}
+	streams, err := rt.GenerateN(ctx, &chat.Request{Prompt: "Once upon a time", MaxTokens: 4}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range streams {
+		var got []int32
+		finish := ""
+		for ev := range s.Events {
+			if ev.HasToken {
+				got = append(got, ev.Token)
+			}
+			finish = ev.FinishReason
+		}
+		if string(rune(got[0]))+string(rune(got[1])) != "hi" || finish != "stop" {
+			t.Fatalf("choice %d: tokens %v, finish %q", i, got, finish)
+		}
+	}
+	if len(d.jobs) != 2 {
+		t.Fatalf("%d jobs dispatched, want 2", len(d.jobs))
+	}
+	for _, j := range d.jobs {
+		if !strings.HasPrefix(j.RequestId, "member7/req-") || len(j.Prompt) == 0 {
+			t.Fatalf("job %q with %d prompt tokens: want the member prefix and the prepared prompt", j.RequestId, len(j.Prompt))
+		}
+	}
+	if err := rt.WarmUp(ctx, &chat.Request{Prompt: "x"}, "y"); err == nil {
+		t.Fatal("warm-ups are not dispatched: WarmUp must say so")
+	}
+}
