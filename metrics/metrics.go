@@ -32,6 +32,9 @@
 //	prompt_cache_supersedes_total       snapshots superseded by a newer one of their conversation
 //	prompt_cache_warm_ups_total         next-turn histories prefilled ahead
 //	prompt_cache_misses_total{reason}   snapshot misses: no_candidate, prefix_too_short, diverged
+//	route_decisions_total{reason}       a cluster gateway's routing decisions (cluster/route): prefix-hit,
+//	                                    sticky, least-load, round-robin; a retry on another replica
+//	                                    after one failed before its first token counts again
 //	scheduler_steps_total               engine steps run by the scheduler
 //	scheduler_stall_seconds             how long queued work has waited for the next engine
 //	                                    step (0 when idle; grows only while the engine is stuck
@@ -74,6 +77,7 @@ type Metrics struct {
 	GeneratedTokens prometheus.Counter
 	Preemptions     prometheus.Counter
 	HistoryRenders  *prometheus.CounterVec
+	RouteDecisions  *prometheus.CounterVec
 
 	CacheLookups, CacheHits, CachedTokens, CacheInserts prometheus.Counter
 	CacheEvictions, CacheSupersedes, CacheWarmUps       prometheus.Counter
@@ -115,6 +119,8 @@ func New() *Metrics {
 		HistoryRenders: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "troupe_history_renders_total",
 			Help: "History-boundary decisions of the request preparers: rendered, fail_open, skipped_dense."}, []string{"outcome"}),
 	}
+	m.RouteDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "troupe_route_decisions_total",
+		Help: "Routing decisions of a cluster gateway by reason: prefix-hit, sticky, least-load, round-robin."}, []string{"reason"})
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: "troupe_prompt_cache_" + name, Help: help})
 	}
@@ -129,7 +135,7 @@ func New() *Metrics {
 		Help: "Snapshot-cache misses by reason."}, []string{"reason"})
 	r.MustRegister(m.Requests, m.TTFT, m.InterToken, m.QueueDepth, m.Running, m.KVPagesUsed, m.KVPagesFree,
 		m.StateSlotsUsed, m.StateSlotsFree, m.KVBudget, m.KVPoolBytes, m.KVBytesInUse, m.SnapshotBudget, m.SnapshotBytes,
-		m.PromptTokens, m.GeneratedTokens, m.Preemptions, m.HistoryRenders,
+		m.PromptTokens, m.GeneratedTokens, m.Preemptions, m.HistoryRenders, m.RouteDecisions,
 		m.CacheLookups, m.CacheHits, m.CachedTokens, m.CacheInserts, m.CacheEvictions, m.CacheSupersedes, m.CacheWarmUps, m.CacheMisses,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, o := range []string{Rendered, FailOpen, SkippedDense} {

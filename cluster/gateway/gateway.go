@@ -1,0 +1,230 @@
+// Package gateway is a cluster gateway's dispatcher (DESIGN.md §8): the
+// gateway's runtime prepares each request locally (render + tokenize) and
+// hands the PrefillJob to Gateway.Dispatch (troupe.Options.Dispatcher),
+// which picks a replica with route.Route over the node's routable replicas
+// and streams the replica's TokenEvents back through node.Submit. Every API
+// path (OpenAI chat and completions, Responses, Anthropic) generates through
+// Runtime.GenerateN, so they all route the same way.
+//
+// # Replica state: probed per request
+//
+// The router needs each candidate's load and what it has cached of the
+// request's prompt. This first version asks for both when it routes: one
+// CacheProbe (the exact number of prompt tokens the replica's prompt cache
+// would reuse now) and one StatsQuery (waiting and running sequences, free
+// KV pages) to every candidate, in parallel, bounded by Config.ProbeTimeout.
+// A probe's answer is turned into the digest route.Route expects: the block
+// hashes of the reusable prefix (dense KV models), or the snapshot key at the
+// request's history boundary when the replica would reuse that much
+// (snapshot models). So the policy (route.CacheAware by default) sees exact
+// state, at the price of one round trip to each candidate before the job is
+// sent; a replica that does not answer in time is not a candidate. Published
+// replica state (digests fed by the engine's OnCached, at a bounded rate)
+// would remove that round trip; it is not done yet.
+//
+// # Retries
+//
+// A job whose replica fails before anything of it reached the caller (the
+// replica left the cluster or serves no model: an "error" event with
+// Unavailable set as its first event) is routed again, excluding the
+// replicas that failed, at most Config.MaxAttempts times in all. A stream
+// that has delivered an event ends with the replica's error event.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/troupe-ai/troupe/actors"
+	"github.com/troupe-ai/troupe/cluster/node"
+	"github.com/troupe-ai/troupe/cluster/route"
+	"github.com/troupe-ai/troupe/metrics"
+)
+
+// Config configures a Gateway.
+type Config struct {
+	// Model is the served model name the gateway prepares for; it routes to
+	// the replicas whose CapabilityReady names it.
+	Model string
+	// Policy chooses the replica; nil means route.CacheAware{Threshold: 8}.
+	Policy route.Policy
+	// ProbeTimeout bounds the probes of the candidates; 0 means 1s.
+	ProbeTimeout time.Duration
+	// MaxAttempts is how many replicas one job may be sent to (retries
+	// after a replica failed before its first event); 0 means 3.
+	MaxAttempts int
+	// Metrics, when set, counts the decisions (troupe_route_decisions_total).
+	Metrics *metrics.Metrics
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Backend is what the gateway needs of the cluster: a Node (NodeBackend)
+// or, in tests, a fake.
+type Backend interface {
+	// Replicas are the routable replicas now (node.View().Replicas).
+	Replicas() []node.Replica
+	// Probe asks r for what it would reuse of job's prompt and its load.
+	Probe(ctx context.Context, r node.Replica, job *actors.PrefillJob) (Probe, error)
+	// Submit sends job to r and returns its events (ending with the one
+	// that carries a FinishReason, then closed); ending ctx cancels it.
+	Submit(ctx context.Context, r node.Replica, job *actors.PrefillJob) <-chan *actors.TokenEvent
+}
+
+// Probe is one replica's answer for one request.
+type Probe struct {
+	Reusable  int // prompt tokens its cache would reuse
+	Waiting   int
+	Running   int
+	FreePages int
+}
+
+// Gateway dispatches prepared jobs to replicas; it implements
+// troupe.Dispatcher.
+type Gateway struct {
+	cfg     Config
+	backend Backend
+}
+
+// New returns a gateway over backend.
+func New(backend Backend, cfg Config) *Gateway {
+	if cfg.Policy == nil {
+		cfg.Policy = route.CacheAware{Threshold: 8}
+	}
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = time.Second
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 3
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Gateway{cfg: cfg, backend: backend}
+}
+
+// Dispatch implements troupe.Dispatcher.
+func (g *Gateway) Dispatch(ctx context.Context, job *actors.PrefillJob) <-chan *actors.TokenEvent {
+	out := make(chan *actors.TokenEvent, 64)
+	go g.run(ctx, job, out)
+	return out
+}
+
+func (g *Gateway) run(ctx context.Context, job *actors.PrefillJob, out chan<- *actors.TokenEvent) {
+	defer close(out)
+	var exclude []string
+	for attempt := 1; ; attempt++ {
+		r, d, err := g.Pick(ctx, job, exclude)
+		if err != nil {
+			select {
+			case out <- failed(job, err):
+			case <-ctx.Done():
+			}
+			return
+		}
+		if m := g.cfg.Metrics; m != nil {
+			m.RouteDecisions.WithLabelValues(d.Reason.String()).Inc()
+		}
+		g.cfg.Logger.Debug("cluster gateway: routed", "request", job.RequestId, "replica", r.MemberID,
+			"reason", d.Reason.String(), "cached_tokens", d.CachedTokens, "attempt", attempt)
+		if !g.relay(ctx, r, job, out, attempt < g.cfg.MaxAttempts) {
+			return
+		}
+		g.cfg.Logger.Warn("cluster gateway: replica failed before the first event, routing again",
+			"request", job.RequestId, "replica", r.MemberID)
+		exclude = append(exclude, r.MemberID)
+	}
+}
+
+// relay hands r's events for job on to out. It returns true, having handed
+// on nothing, when retry is allowed and the replica failed as the first
+// thing it did (an Unavailable error).
+func (g *Gateway) relay(ctx context.Context, r node.Replica, job *actors.PrefillJob, out chan<- *actors.TokenEvent, retry bool) bool {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sent := 0
+	for ev := range g.backend.Submit(sctx, r, job) {
+		if sent == 0 && retry && ev.FinishReason == "error" && ev.Unavailable && !ev.HasToken {
+			return true
+		}
+		select {
+		case out <- ev:
+			sent++
+		case <-ctx.Done():
+			return false
+		}
+		if ev.FinishReason != "" {
+			return false
+		}
+	}
+	return false
+}
+
+// failed is the error event of a job that could not be routed.
+func failed(job *actors.PrefillJob, err error) *actors.TokenEvent {
+	return &actors.TokenEvent{RequestId: job.RequestId, FinishReason: "error", Error: err.Error(),
+		Unavailable: errors.Is(err, route.ErrUnavailable) || errors.Is(err, route.ErrUnknownModel)}
+}
+
+// Pick probes the candidate replicas for job and routes it: the chosen
+// replica and the decision. exclude names member ids not to pick.
+func (g *Gateway) Pick(ctx context.Context, job *actors.PrefillJob, exclude []string) (node.Replica, route.Decision, error) {
+	all := g.backend.Replicas()
+	states := make([]route.Replica, len(all))
+	var wg sync.WaitGroup
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.ProbeTimeout)
+	defer cancel()
+	req := route.Request{Model: g.cfg.Model, Tenant: job.CacheScope, Tokens: job.Prompt,
+		Boundary: int(job.HistoryBoundary), Exclude: exclude}
+	for i, r := range all {
+		states[i] = route.Replica{ID: r.MemberID, Model: r.Model, CapabilityKnown: true, SnapshotReuse: r.SnapshotReuse}
+		if r.Model != g.cfg.Model || slices.Contains(exclude, r.MemberID) {
+			continue
+		}
+		wg.Add(1)
+		go func(s *route.Replica, r node.Replica) {
+			defer wg.Done()
+			p, err := g.backend.Probe(pctx, r, job)
+			if err != nil {
+				g.cfg.Logger.Warn("cluster gateway: probe failed", "replica", r.MemberID, "err", err)
+				return
+			}
+			s.Routable = true
+			s.Waiting, s.Running, s.FreePages = p.Waiting, p.Running, p.FreePages
+			s.Prefix = probedPrefix(req, r.SnapshotReuse, p.Reusable)
+		}(&states[i], r)
+	}
+	wg.Wait()
+	d, err := route.Route(req, states, g.cfg.Policy)
+	if err != nil {
+		return node.Replica{}, route.Decision{}, err
+	}
+	for _, r := range all {
+		if r.MemberID == d.ReplicaID {
+			return r, d, nil
+		}
+	}
+	return node.Replica{}, route.Decision{}, errors.New("cluster gateway: the route named a replica the view does not hold")
+}
+
+// probedPrefix is the digest a probe stands for, as far as req can tell:
+// the block hashes of the reusable prefix (dense models), or the snapshot
+// key at the history boundary when the replica would reuse at least that
+// much (snapshot models).
+func probedPrefix(req route.Request, snapshot bool, reusable int) route.Prefixes {
+	reusable = min(reusable, len(req.Tokens))
+	if reusable <= 0 {
+		return nil
+	}
+	if snapshot {
+		if req.Boundary <= 0 || req.Boundary > reusable {
+			return nil
+		}
+		return route.NewHashSet([]route.BlockHash{route.SnapshotKey(req.Tenant, req.Tokens[:req.Boundary])})
+	}
+	return route.NewHashSet(route.BlockHashes(req.Tenant, req.Tokens[:reusable]))
+}

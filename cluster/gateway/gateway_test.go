@@ -1,0 +1,240 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/troupe-ai/troupe/actors"
+	"github.com/troupe-ai/troupe/cluster/node"
+	"github.com/troupe-ai/troupe/cluster/route"
+	"github.com/troupe-ai/troupe/metrics"
+)
+
+// fakeReplica is one replica of fakeBackend: what its probe answers and
+// how it runs a job.
+type fakeReplica struct {
+	probe    Probe
+	probeErr error
+	// run produces the job's events on out (closed by the backend after).
+	run func(ctx context.Context, job *actors.PrefillJob, out chan<- *actors.TokenEvent)
+}
+
+type fakeBackend struct {
+	replicas []node.Replica
+	by       map[string]*fakeReplica
+	mu       sync.Mutex
+	sent     []string // member ids jobs were submitted to
+}
+
+func newFake(model string, reps map[string]*fakeReplica) *fakeBackend {
+	b := &fakeBackend{by: reps}
+	for _, id := range []string{"a", "b", "c"} {
+		if _, ok := reps[id]; ok {
+			b.replicas = append(b.replicas, node.Replica{MemberID: id, Model: model})
+		}
+	}
+	return b
+}
+
+func (b *fakeBackend) Replicas() []node.Replica { return b.replicas }
+
+func (b *fakeBackend) Probe(ctx context.Context, r node.Replica, job *actors.PrefillJob) (Probe, error) {
+	f := b.by[r.MemberID]
+	return f.probe, f.probeErr
+}
+
+func (b *fakeBackend) Submit(ctx context.Context, r node.Replica, job *actors.PrefillJob) <-chan *actors.TokenEvent {
+	b.mu.Lock()
+	b.sent = append(b.sent, r.MemberID)
+	b.mu.Unlock()
+	out := make(chan *actors.TokenEvent, 8)
+	go func() {
+		defer close(out)
+		b.by[r.MemberID].run(ctx, job, out)
+	}()
+	return out
+}
+
+// tokens answers n tokens and a stop.
+func tokens(n int) func(context.Context, *actors.PrefillJob, chan<- *actors.TokenEvent) {
+	return func(ctx context.Context, job *actors.PrefillJob, out chan<- *actors.TokenEvent) {
+		for i := 0; i < n; i++ {
+			out <- &actors.TokenEvent{RequestId: job.RequestId, Token: int32(i), HasToken: true}
+		}
+		out <- &actors.TokenEvent{RequestId: job.RequestId, FinishReason: "stop"}
+	}
+}
+
+// dies fails as a replica that left the cluster does, after n tokens.
+func dies(n int) func(context.Context, *actors.PrefillJob, chan<- *actors.TokenEvent) {
+	return func(ctx context.Context, job *actors.PrefillJob, out chan<- *actors.TokenEvent) {
+		for i := 0; i < n; i++ {
+			out <- &actors.TokenEvent{RequestId: job.RequestId, Token: int32(i), HasToken: true}
+		}
+		out <- &actors.TokenEvent{RequestId: job.RequestId, FinishReason: "error", Unavailable: true, Error: "gone"}
+	}
+}
+
+func job(n int) *actors.PrefillJob {
+	p := make([]int32, n)
+	for i := range p {
+		p[i] = int32(i % 7)
+	}
+	return &actors.PrefillJob{RequestId: "gw-req-1", Prompt: p, MaxTokens: 4}
+}
+
+func drain(t *testing.T, ch <-chan *actors.TokenEvent) (toks int, last *actors.TokenEvent) {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return toks, last
+			}
+			if ev.HasToken {
+				toks++
+			}
+			last = ev
+		case <-timeout:
+			t.Fatal("the stream did not end")
+		}
+	}
+}
+
+func TestDispatchPrefersTheCachedPrefix(t *testing.T) {
+	m := metrics.New()
+	b := newFake("m", map[string]*fakeReplica{
+		"a": {probe: Probe{Reusable: 0, FreePages: 100}, run: tokens(2)},
+		"b": {probe: Probe{Reusable: 48, Running: 2, FreePages: 10}, run: tokens(3)},
+	})
+	g := New(b, Config{Model: "m", Metrics: m})
+	toks, last := drain(t, g.Dispatch(context.Background(), job(64)))
+	if toks != 3 || last.FinishReason != "stop" || len(b.sent) != 1 || b.sent[0] != "b" {
+		t.Fatalf("got %d tokens, last %v, sent to %v; want 3 tokens from b", toks, last, b.sent)
+	}
+	if n := testutil.ToFloat64(m.RouteDecisions.WithLabelValues("prefix-hit")); n != 1 {
+		t.Fatalf("prefix-hit decisions = %v, want 1", n)
+	}
+	_, d, err := g.Pick(context.Background(), job(64), nil)
+	if err != nil || d.CachedTokens != 48 {
+		t.Fatalf("decision %+v, %v: want 48 cached tokens", d, err)
+	}
+}
+
+func TestDispatchBalancesWithoutCache(t *testing.T) {
+	b := newFake("m", map[string]*fakeReplica{
+		"a": {probe: Probe{Running: 3}, run: tokens(1)},
+		"b": {probe: Probe{Running: 1}, run: tokens(1)},
+	})
+	g := New(b, Config{Model: "m"})
+	_, d, err := g.Pick(context.Background(), job(40), nil)
+	if err != nil || d.ReplicaID != "b" || d.Reason != route.ReasonLeastLoad {
+		t.Fatalf("decision %+v, %v: want b by least load", d, err)
+	}
+	// The cached replica loses once its load is past the threshold.
+	b.by["a"].probe = Probe{Reusable: 32, Running: 20}
+	if _, d, _ = g.Pick(context.Background(), job(40), nil); d.ReplicaID != "b" {
+		t.Fatalf("decision %+v: want b, a is overloaded", d)
+	}
+}
+
+func TestDispatchRetriesBeforeTheFirstEvent(t *testing.T) {
+	m := metrics.New()
+	b := newFake("m", map[string]*fakeReplica{
+		"a": {probe: Probe{Reusable: 32}, run: dies(0)},
+		"b": {probe: Probe{}, run: tokens(2)},
+	})
+	g := New(b, Config{Model: "m", Metrics: m})
+	toks, last := drain(t, g.Dispatch(context.Background(), job(40)))
+	if toks != 2 || last.FinishReason != "stop" || len(b.sent) != 2 || b.sent[0] != "a" || b.sent[1] != "b" {
+		t.Fatalf("got %d tokens, last %v, sent to %v; want a then b", toks, last, b.sent)
+	}
+	if n := testutil.CollectAndCount(m.RouteDecisions); n != 2 {
+		t.Fatalf("%d decision reasons counted, want prefix-hit then least-load", n)
+	}
+}
+
+func TestDispatchDoesNotRetryAStreamThatStarted(t *testing.T) {
+	b := newFake("m", map[string]*fakeReplica{
+		"a": {probe: Probe{Reusable: 32}, run: dies(2)},
+		"b": {probe: Probe{}, run: tokens(2)},
+	})
+	g := New(b, Config{Model: "m"})
+	toks, last := drain(t, g.Dispatch(context.Background(), job(40)))
+	if toks != 2 || last.FinishReason != "error" || !last.Unavailable || len(b.sent) != 1 {
+		t.Fatalf("got %d tokens, last %v, sent to %v; want a's 2 tokens and its error", toks, last, b.sent)
+	}
+}
+
+func TestDispatchGivesUpAfterMaxAttempts(t *testing.T) {
+	b := newFake("m", map[string]*fakeReplica{
+		"a": {run: dies(0)}, "b": {run: dies(0)}, "c": {run: dies(0)},
+	})
+	g := New(b, Config{Model: "m", MaxAttempts: 2})
+	_, last := drain(t, g.Dispatch(context.Background(), job(20)))
+	if last == nil || last.FinishReason != "error" || !last.Unavailable || len(b.sent) != 2 {
+		t.Fatalf("last %v, sent to %v; want the second replica's error", last, b.sent)
+	}
+}
+
+func TestDispatchWithoutReplicas(t *testing.T) {
+	g := New(newFake("m", map[string]*fakeReplica{}), Config{Model: "m"})
+	_, last := drain(t, g.Dispatch(context.Background(), job(20)))
+	if last == nil || last.FinishReason != "error" || !last.Unavailable {
+		t.Fatalf("last %v: want an unavailable error", last)
+	}
+	// A replica of another model does not serve this one; one whose probe
+	// fails is not routable.
+	b := newFake("other", map[string]*fakeReplica{"a": {run: tokens(1)}})
+	if _, _, err := New(b, Config{Model: "m"}).Pick(context.Background(), job(20), nil); !errors.Is(err, route.ErrUnknownModel) {
+		t.Fatalf("err %v, want ErrUnknownModel", err)
+	}
+	b = newFake("m", map[string]*fakeReplica{"a": {probeErr: errors.New("timeout"), run: tokens(1)}})
+	if _, _, err := New(b, Config{Model: "m"}).Pick(context.Background(), job(20), nil); !errors.Is(err, route.ErrUnavailable) {
+		t.Fatalf("err %v, want ErrUnavailable", err)
+	}
+}
+
+func TestDispatchCancel(t *testing.T) {
+	stopped := make(chan struct{})
+	b := newFake("m", map[string]*fakeReplica{"a": {run: func(ctx context.Context, job *actors.PrefillJob, out chan<- *actors.TokenEvent) {
+		out <- &actors.TokenEvent{RequestId: job.RequestId, HasToken: true}
+		<-ctx.Done()
+		close(stopped)
+	}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := New(b, Config{Model: "m"}).Dispatch(ctx, job(20))
+	<-ch
+	cancel()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("cancelling the dispatch did not cancel the replica's job")
+	}
+	drain(t, ch)
+}
+
+func TestProbedPrefix(t *testing.T) {
+	toks := job(50).Prompt
+	req := route.Request{Tenant: "t", Tokens: toks, Boundary: 40}
+	p := probedPrefix(req, false, 35)
+	if n := route.MatchBlocks(p, route.BlockHashes("t", toks)); n != 2 {
+		t.Fatalf("dense: %d blocks match, want 2 (35 reusable tokens)", n)
+	}
+	if probedPrefix(req, false, 0) != nil {
+		t.Fatal("dense: nothing reusable must give no digest")
+	}
+	key := route.SnapshotKey("t", toks[:40])
+	if p := probedPrefix(req, true, 45); p == nil || !p.Contains(key) {
+		t.Fatal("snapshot: reusable past the boundary must hold the boundary's key")
+	}
+	if p := probedPrefix(req, true, 39); p != nil {
+		t.Fatal("snapshot: reusable short of the boundary must give no digest")
+	}
+}
