@@ -93,6 +93,10 @@ type Config struct {
 	// Logger receives handler panics and connection-layer warnings; nil
 	// discards them.
 	Logger *slog.Logger
+	// Cluster, on a cluster member, answers GET /v1/cluster with the
+	// node's picture of the cluster (a JSON value); nil: the route answers
+	// 404 (a single process).
+	Cluster func(ctx context.Context) any
 }
 
 // Server is the HTTP front of one runtime.
@@ -183,6 +187,7 @@ func New(rt *troupe.Runtime, cfg Config) *Server {
 	v1 := app.Group("/v1", s.auth)
 	v1.Get("/models", s.models)
 	v1.Get("/cache/stats", s.cacheStats)
+	v1.Get("/cluster", s.cluster)
 	v1.Post("/cache/reset", s.admin, s.cacheReset)
 	api := openai.New(rt, openai.Config{KeepAlive: cfg.KeepAlive})
 	v1.Post("/chat/completions", s.admit, api.ChatCompletions)
@@ -452,6 +457,17 @@ func (s *Server) ready(c *fiber.Ctx) error {
 		return c.Status(fiber.StatusServiceUnavailable).JSON(body)
 	}
 	return c.JSON(fiber.Map{"ready": true, "phase": st.Phase})
+}
+
+// cluster serves GET /v1/cluster: the members, their models, capability,
+// routability and load (Config.Cluster).
+func (s *Server) cluster(c *fiber.Ctx) error {
+	if s.cfg.Cluster == nil {
+		return apierr.OpenAI(c, fiber.StatusNotFound, "this server is not a cluster member (serve --cluster-*)", "")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return c.JSON(s.cfg.Cluster(ctx))
 }
 
 // cacheStats serves GET /v1/cache/stats: the prefix cache's counters and
