@@ -107,6 +107,13 @@ func New(backend Backend, cfg Config) *Gateway {
 	return &Gateway{cfg: cfg, backend: backend}
 }
 
+// Attach sets the model the gateway routes for and the metrics it counts
+// to, when they are known only once the runtime that dispatches through it
+// is spawned; it must be called before the first Dispatch.
+func (g *Gateway) Attach(model string, m *metrics.Metrics) {
+	g.cfg.Model, g.cfg.Metrics = model, m
+}
+
 // Dispatch implements troupe.Dispatcher.
 func (g *Gateway) Dispatch(ctx context.Context, job *actors.PrefillJob) <-chan *actors.TokenEvent {
 	out := make(chan *actors.TokenEvent, 64)

@@ -115,7 +115,14 @@ func Start(cfg Config) (n *Node, err error) {
 	// joins; the capability gate keeps it unroutable until it is ready.
 	var local *actors.Pids
 	if cfg.Model != nil {
-		n.rt, err = troupe.Spawn(system, *cfg.Model)
+		// The member id before the runtime's request ids: a gateway's
+		// jobs and this replica's own share its scheduler, which keys
+		// jobs by id.
+		opts := *cfg.Model
+		if opts.RequestIDPrefix == "" {
+			opts.RequestIDPrefix = system.ID + "-"
+		}
+		n.rt, err = troupe.Spawn(system, opts)
 		if err != nil {
 			system.EventStream.Unsubscribe(n.sub)
 			system.Shutdown()

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	troupe "github.com/troupe-ai/troupe"
+	"github.com/troupe-ai/troupe/cluster/gateway"
+	"github.com/troupe-ai/troupe/cluster/node"
 	troupehttp "github.com/troupe-ai/troupe/http"
 	"github.com/troupe-ai/troupe/kvcache"
 	"golang.org/x/term"
@@ -96,6 +98,14 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxConns := fs.Int("max-conns", 0, "most open connections; more wait in the listen backlog (0 = three quarters of the open file limit)")
 	stall := fs.Duration("stream-stall-timeout", 30*time.Second, "cancel a stream whose client reads nothing for this long")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cut")
+	clusterProvider := fs.String("cluster-provider", "", "join a troupe cluster through this membership provider: automanaged (every member polls --cluster-peers); default: none, a single process")
+	clusterPeers := fs.String("cluster-peers", "", "cluster: every member's provider host:port, this one's included, comma-separated")
+	clusterProviderPort := fs.Int("cluster-provider-port", 0, "cluster: this member's provider port (automanaged: a health endpoint on every interface), as --cluster-peers names it")
+	clusterHost := fs.String("cluster-host", "127.0.0.1", "cluster: where this member's remote (gRPC) listens")
+	clusterPort := fs.Int("cluster-port", 0, "cluster: this member's remote (gRPC) port (0: any free port)")
+	clusterAdvertise := fs.String("cluster-advertise", "", "cluster: the host:port other members reach this member's remote at, when it is not --cluster-host:--cluster-port (0.0.0.0, NAT, containers)")
+	clusterName := fs.String("cluster-name", "troupe", "cluster: members of different clusters ignore each other")
+	gatewayOnly := fs.Bool("gateway", false, "cluster: serve as a gateway only: read the model's tokenizer and chat template (not its weights), prepare each request here and route it to a replica of the cluster")
 	fs.Usage = func() { serveUsage(fs) }
 	// Flags may come before or after the model (serve DIR --port 9000).
 	positional, err := parseInterleaved(fs, args)
@@ -180,6 +190,22 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *stallTimeout == 0 {
 		*stallTimeout = -1 // the runtime's "off"
 	}
+	var peers []string
+	for _, p := range strings.Split(*clusterPeers, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			peers = append(peers, p)
+		}
+	}
+	switch {
+	case *clusterProvider == "" && (len(peers) > 0 || *gatewayOnly || set["cluster-provider-port"] || set["cluster-port"] || set["cluster-advertise"]):
+		return errors.New("serve: --cluster-peers, --cluster-provider-port, --cluster-port, --cluster-advertise and --gateway need --cluster-provider")
+	case *clusterProvider != "" && *clusterProvider != "automanaged":
+		return fmt.Errorf("serve: --cluster-provider %q: only automanaged is supported yet", *clusterProvider)
+	case *clusterProvider != "" && (len(peers) == 0 || *clusterProviderPort < 1 || *clusterProviderPort > 65535):
+		return errors.New("serve: --cluster-provider automanaged needs --cluster-peers and --cluster-provider-port")
+	case *clusterPort < 0 || *clusterPort > 65535:
+		return errors.New("serve: --cluster-port must be in 0..65535")
+	}
 	if hubRepo != "" {
 		snap, err := pullModel(ctx, hubRepo, *revision, stderr, log)
 		if err != nil {
@@ -192,16 +218,30 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			*name = hubRepo // as vLLM names a Hub model
 		}
 	}
-	rt, err := troupe.Start(ctx, troupe.Options{
+	opts := troupe.Options{
 		Model: *dir, ServedName: *name, ChatTemplate: *tmpl, Threads: *threads, MmapWeights: *mmapWeights, Parallel: *parallel,
 		KVBudget: budget, SnapshotBudget: snaps, PrefaultKV: *prefaultKV, StepTokens: *stepTokens, StepStretch: *stepStretch, MaxModelLen: *maxModelLen, PromptCache: *promptCache, Logger: log, LoadDelay: *loadDelay,
 		StallTimeout: *stallTimeout, PrepareTimeout: *prepTimeout, MaxInspections: *maxInspections, GenerationConfig: *genConfig,
 		InspectMaxInput: int(inMax), InspectMaxOutput: int(outMax), LoadProgress: loadBar(stderr),
-	})
-	if err != nil {
-		return err
 	}
-	defer rt.Close()
+	var rt *troupe.Runtime
+	var clusterStatus func(context.Context) any
+	if *clusterProvider != "" {
+		member, err := startMember(opts, node.Config{ClusterName: *clusterName, Host: *clusterHost, Port: *clusterPort,
+			Advertise: *clusterAdvertise, ProviderPort: *clusterProviderPort, Peers: peers, Logger: log}, *gatewayOnly)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		defer member.close()
+		rt = member.rt
+		clusterStatus = func(ctx context.Context) any { return gateway.Status(ctx, member.node) }
+	} else {
+		var err error
+		if rt, err = troupe.Start(ctx, opts); err != nil {
+			return err
+		}
+		defer rt.Close()
+	}
 	var keys []string
 	for _, k := range strings.Split(*apiKey, ",") {
 		if k = strings.TrimSpace(k); k != "" {
@@ -211,7 +251,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	srv := troupehttp.New(rt, troupehttp.Config{APIKeys: keys, AdminKey: strings.TrimSpace(*adminKey), MaxQueue: *maxQueue, Parallel: *parallel,
 		ResponsesTTL: *storeTTL, ResponsesMax: *storeMax, ResponsesMaxBytes: storeBudget,
 		ReadTimeout: *readTimeout, WriteTimeout: *writeTimeout, IdleTimeout: *idleTimeout, MaxHeaderBytes: *maxHeader,
-		MaxConns: *maxConns, StreamStallTimeout: *stall, Logger: log})
+		MaxConns: *maxConns, StreamStallTimeout: *stall, Logger: log, Cluster: clusterStatus})
 	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)

@@ -1,0 +1,480 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	troupe "github.com/troupe-ai/troupe"
+	"github.com/troupe-ai/troupe/cluster/node"
+	troupehttp "github.com/troupe-ai/troupe/http"
+)
+
+// The cluster test runs each member as `troupe serve` in a child process:
+// this test binary re-executed with serveChildEnv set to its arguments
+// (JSON). A replica killed with SIGKILL must be a process of its own, and
+// the pinned protoactor-go races with itself in every cluster member
+// (cluster/node/doc.go), so the members' race reports are read here and
+// only those through troupe's code fail the test.
+const serveChildEnv = "TROUPE_TEST_SERVE_ARGS"
+
+func TestMain(m *testing.M) {
+	if args := os.Getenv(serveChildEnv); args != "" {
+		os.Exit(runServeChild(args))
+	}
+	os.Exit(m.Run())
+}
+
+// runServeChild runs cmdServe until its stdin closes (the parent ended).
+func runServeChild(args string) int {
+	var argv []string
+	if err := json.Unmarshal([]byte(args), &argv); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	if err := cmdServe(ctx, argv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "serve:", err)
+		return 1
+	}
+	return 0
+}
+
+// lockedBuffer collects a child's output.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *lockedBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *lockedBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// member is one `troupe serve` child.
+type serveChild struct {
+	name   string
+	url    string // its HTTP server
+	remote string // its cluster remote address
+	cmd    *exec.Cmd
+	out    lockedBuffer
+	stdin  io.WriteCloser
+	exited chan struct{}
+}
+
+func startServe(t *testing.T, name string, httpPort, remotePort int, args ...string) *serveChild {
+	t.Helper()
+	args = append(args, "--port", strconv.Itoa(httpPort), "--cluster-port", strconv.Itoa(remotePort))
+	b, _ := json.Marshal(args)
+	c := &serveChild{name: name, url: fmt.Sprintf("http://127.0.0.1:%d", httpPort),
+		remote: fmt.Sprintf("127.0.0.1:%d", remotePort), cmd: exec.Command(os.Args[0], "-test.run=^$"), exited: make(chan struct{})}
+	env := []string{serveChildEnv + "=" + string(b)}
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "TROUPE_") {
+			env = append(env, e)
+		}
+	}
+	c.cmd.Env = env
+	c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.out
+	var err error
+	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.cmd.Wait(); close(c.exited) }()
+	t.Cleanup(func() {
+		_ = c.stdin.Close()
+		select {
+		case <-c.exited:
+		case <-time.After(15 * time.Second):
+			_ = c.cmd.Process.Kill()
+			<-c.exited
+		}
+		checkChildRaces(t, c.name, c.out.String())
+		if t.Failed() {
+			t.Logf("%s output:\n%s", c.name, c.out.String())
+		}
+	})
+	return c
+}
+
+// checkChildRaces fails on a race report whose racing access runs through
+// troupe's code; the pinned protoactor-go's own races are only counted.
+func checkChildRaces(t *testing.T, name, out string) {
+	upstream := 0
+	for _, block := range strings.Split(out, "WARNING: DATA RACE")[1:] {
+		block, _, _ = strings.Cut(block, "==================")
+		access, _, _ := strings.Cut(block, "\nGoroutine ")
+		if strings.Contains(access, "github.com/troupe-ai/troupe/") {
+			t.Errorf("the %s process reported a data race in troupe's code:%s", name, block)
+			continue
+		}
+		upstream++
+	}
+	if upstream > 0 {
+		t.Logf("the %s process reported %d race(s) inside the pinned protoactor-go", name, upstream)
+	}
+}
+
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	for len(ports) < n {
+		p, err := node.FreePort("127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(ports, p) {
+			ports = append(ports, p)
+		}
+	}
+	return ports
+}
+
+// clusterView is the part of GET /v1/cluster the test reads.
+type clusterView struct {
+	Self    string `json:"self"`
+	Members []struct {
+		ID         string `json:"id"`
+		Address    string `json:"address"`
+		Model      string `json:"model"`
+		Capability string `json:"capability"`
+		Routable   bool   `json:"routable"`
+		Load       *struct {
+			Waiting int `json:"waiting"`
+			Running int `json:"running"`
+		} `json:"load"`
+	} `json:"members"`
+}
+
+func getJSON(url string, v any) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+func (v *clusterView) routable() int {
+	n := 0
+	for _, m := range v.Members {
+		if m.Routable {
+			n++
+		}
+	}
+	return n
+}
+
+// chatAnswer is the part of a chat completion the test reads.
+type chatAnswer struct {
+	Choices []struct {
+		Message struct {
+			Content string `json:"content"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage struct {
+		PromptTokens int `json:"prompt_tokens"`
+		Details      struct {
+			Cached int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	} `json:"usage"`
+}
+
+func chatBody(maxTokens int, turns ...string) string {
+	var msgs []map[string]string
+	for i, s := range turns {
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		msgs = append(msgs, map[string]string{"role": role, "content": s})
+	}
+	b, _ := json.Marshal(map[string]any{"messages": msgs, "max_tokens": maxTokens, "temperature": 0})
+	return string(b)
+}
+
+func postChat(url, body string) (chatAnswer, int, error) {
+	var a chatAnswer
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		return a, 0, err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		return a, resp.StatusCode, fmt.Errorf("%s: %s", resp.Status, data)
+	}
+	return a, 200, json.Unmarshal(data, &a)
+}
+
+func waitUntil(d time.Duration, cond func() bool) bool {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if cond() {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cond()
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// singleNode serves the demo model as the replicas do, without a cluster,
+// in this process; it returns its URL.
+func singleNode(t *testing.T) string {
+	t.Helper()
+	rt, err := troupe.Start(context.Background(), troupe.Options{Threads: 1, KVBudget: 64 << 20, Parallel: 1, PromptCache: true,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := troupehttp.New(rt, troupehttp.Config{Parallel: 1})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		_ = srv.Shutdown(5 * time.Second)
+		rt.Close()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if !waitUntil(time.Minute, func() bool { st, err := rt.Status(ctx); return err == nil && st.Ready }) {
+		t.Fatal("the single node's model did not load")
+	}
+	return "http://" + ln.Addr().String()
+}
+
+// TestClusterGateway: two replicas of the demo model and a gateway-only
+// member (`serve --gateway`: the demo's tokenizer and template, no
+// weights), each `troupe serve` in a child process, on loopback. Chat
+// completions through the gateway's HTTP succeed; a conversation's second
+// turn reuses as many cached tokens as on a single node (the gateway routes
+// it to the replica holding its prefix); /v1/cluster lists the members;
+// a replica killed with SIGKILL ends the stream it was running with an
+// error, and the request queued on it that had no token yet is answered by
+// the other replica.
+func TestClusterGateway(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three cluster members")
+	}
+	ports := freePorts(t, 9)
+	peers := fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", ports[0], ports[1], ports[2])
+	common := []string{"--cluster-provider", "automanaged", "--cluster-peers", peers, "--threads", "1",
+		"--kv-budget", "64MiB", "--kv-prefault=false", "--stats-interval", "0", "--log-level", "info"}
+	replica := func(name string, i int) *serveChild {
+		return startServe(t, name, ports[3+i], ports[6+i], append(slices.Clone(common),
+			"--cluster-provider-port", strconv.Itoa(ports[i]), "--parallel", "1")...)
+	}
+	replicas := []*serveChild{replica("replica-a", 0), replica("replica-b", 1)}
+	gw := startServe(t, "gateway", ports[5], ports[8], append(slices.Clone(common),
+		"--cluster-provider-port", strconv.Itoa(ports[2]), "--gateway")...)
+
+	// The gateway sees the three members and the two replicas routable.
+	began := time.Now()
+	var view clusterView
+	if !waitUntil(3*time.Minute, func() bool {
+		return getJSON(gw.url+"/v1/cluster", &view) == nil && len(view.Members) == 3 && view.routable() == 2
+	}) {
+		t.Fatalf("the gateway's /v1/cluster did not show 3 members, 2 routable: %+v", view)
+	}
+	t.Logf("cluster formed in %v", time.Since(began).Round(time.Millisecond))
+	for _, m := range view.Members {
+		if m.Routable && (m.Model != "troupe-demo" || m.Capability != "dense_kv_prefix" || m.Load == nil) {
+			t.Fatalf("replica %+v: want troupe-demo, dense_kv_prefix, with its load", m)
+		}
+		if !m.Routable && m.ID != view.Self {
+			t.Fatalf("member %s is not routable and not the gateway %s", m.ID, view.Self)
+		}
+	}
+	// Every member answers /v1/cluster.
+	for _, r := range replicas {
+		var rv clusterView
+		if !waitUntil(30*time.Second, func() bool { return getJSON(r.url+"/v1/cluster", &rv) == nil && len(rv.Members) == 3 }) {
+			t.Fatalf("%s's /v1/cluster: %+v", r.name, rv)
+		}
+	}
+
+	// Short requests: through the gateway and on a replica directly.
+	var viaGateway, direct []time.Duration
+	for i := 0; i < 9; i++ {
+		for _, x := range []struct {
+			url string
+			d   *[]time.Duration
+		}{{gw.url, &viaGateway}, {replicas[0].url, &direct}} {
+			t0 := time.Now()
+			a, _, err := postChat(x.url, chatBody(1, fmt.Sprintf("ping %d", i)))
+			if err != nil || len(a.Choices) != 1 {
+				t.Fatalf("POST %s: %v %+v", x.url, err, a)
+			}
+			*x.d = append(*x.d, time.Since(t0))
+		}
+	}
+	t.Logf("short chat completion (1 token), p50: through the gateway %v, on a replica directly %v",
+		median(viaGateway).Round(time.Microsecond), median(direct).Round(time.Microsecond))
+
+	// A conversation through the gateway, and the same on a single node
+	// that has not seen it.
+	converse := func(url, topic string) (turn1, turn2 chatAnswer) {
+		first := topic + " is the subject of this long opening message, long enough to fill several KV pages of sixteen tokens."
+		var err error
+		if turn1, _, err = postChat(url, chatBody(8, first)); err != nil {
+			t.Fatal(err)
+		}
+		if turn2, _, err = postChat(url, chatBody(8, first, turn1.Choices[0].Message.Content, "and then?")); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	_, g2 := converse(gw.url, "Alpha")
+	_, d2 := converse(singleNode(t), "Alpha")
+	if g2.Usage.Details.Cached == 0 || g2.Usage.Details.Cached != d2.Usage.Details.Cached {
+		t.Fatalf("turn 2 cached %d of %d tokens through the gateway, %d of %d on one node: want the same, > 0",
+			g2.Usage.Details.Cached, g2.Usage.PromptTokens, d2.Usage.Details.Cached, d2.Usage.PromptTokens)
+	}
+	t.Logf("turn 2 reused %d of %d prompt tokens through the gateway, as on one node", g2.Usage.Details.Cached, g2.Usage.PromptTokens)
+
+	// A replica dies: R0 leaves its prompt cached on one replica (the
+	// victim), S1 streams there (same prefix), R2 (same prefix) queues
+	// behind it (--parallel 1). SIGKILL the victim: S1 ends with an error,
+	// R2, which had no token yet, is answered by the other replica.
+	prefix := "Charlie opens a conversation whose first message spans a few KV pages, so that it is found again."
+	if _, _, err := postChat(gw.url, chatBody(1, prefix)); err != nil {
+		t.Fatal(err)
+	}
+	s1, err := http.Post(gw.url+"/v1/chat/completions", "application/json", strings.NewReader(
+		`{"stream":true,"max_tokens":3800,"ignore_eos":true,"temperature":0,"messages":[{"role":"user","content":`+
+			strconv.Quote(prefix)+`},{"role":"assistant","content":"ok"},{"role":"user","content":"now talk for long"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s1.Body.Close()
+	lines := bufio.NewScanner(s1.Body)
+	lines.Buffer(make([]byte, 1<<20), 1<<20)
+	if !lines.Scan() {
+		t.Fatalf("the stream ended at once: %v", lines.Err())
+	}
+	busy := func(waiting int) *serveChild {
+		var v clusterView
+		if getJSON(gw.url+"/v1/cluster", &v) != nil {
+			return nil
+		}
+		for _, m := range v.Members {
+			if m.Load != nil && m.Load.Running == 1 && m.Load.Waiting >= waiting {
+				for _, r := range replicas {
+					if r.remote == m.Address {
+						return r
+					}
+				}
+			}
+		}
+		return nil
+	}
+	var victim *serveChild
+	if !waitUntil(20*time.Second, func() bool { victim = busy(0); return victim != nil }) {
+		t.Fatal("no replica reports the stream running")
+	}
+	type answer struct {
+		a    chatAnswer
+		code int
+		err  error
+	}
+	r2 := make(chan answer, 1)
+	go func() {
+		a, code, err := postChat(gw.url, chatBody(4, prefix, "ok", "a short one"))
+		r2 <- answer{a, code, err}
+	}()
+	if !waitUntil(20*time.Second, func() bool { return busy(1) == victim }) {
+		t.Fatalf("the second request did not queue on %s, the replica holding its prefix", victim.name)
+	}
+	killed := time.Now()
+	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-victim.exited
+	var streamErr string
+	tokens := 0
+	for lines.Scan() {
+		line := lines.Text()
+		if strings.Contains(line, `"error"`) {
+			streamErr = line
+		} else if strings.Contains(line, `"content"`) {
+			tokens++
+		}
+	}
+	if streamErr == "" || tokens == 0 {
+		t.Fatalf("the running stream ended without an error event after %d chunks", tokens)
+	}
+	t.Logf("the stream on the killed replica ended with an error %v after the kill: %s", time.Since(killed).Round(time.Millisecond), streamErr)
+	select {
+	case a := <-r2:
+		if a.err != nil || len(a.a.Choices) != 1 {
+			t.Fatalf("the request queued on the killed replica: %d %v", a.code, a.err)
+		}
+		t.Logf("the request queued on the killed replica was answered by the other %v after the kill", time.Since(killed).Round(time.Millisecond))
+		if !strings.Contains(gw.out.String(), "routing again") {
+			t.Fatal("the gateway did not log the retry of the queued request")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the request queued on the killed replica was not answered")
+	}
+	// The gateway sees the victim leave, and still serves.
+	if !waitUntil(15*time.Second, func() bool {
+		var v clusterView
+		return getJSON(gw.url+"/v1/cluster", &v) == nil && len(v.Members) == 2 && v.routable() == 1
+	}) {
+		t.Fatal("the gateway still lists the killed replica")
+	}
+	if _, _, err := postChat(gw.url, chatBody(2, "after the kill")); err != nil {
+		t.Fatal(err)
+	}
+	var metrics bytes.Buffer
+	if resp, err := http.Get(gw.url + "/metrics"); err == nil {
+		_, _ = io.Copy(&metrics, resp.Body)
+		resp.Body.Close()
+	}
+	for _, want := range []string{`troupe_route_decisions_total{reason="prefix-hit"}`, `troupe_route_decisions_total{reason="least-load"}`} {
+		if !strings.Contains(metrics.String(), want) {
+			t.Errorf("the gateway's /metrics has no %s", want)
+		}
+	}
+}
