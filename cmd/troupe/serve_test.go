@@ -349,3 +349,30 @@ func TestHealthCommand(t *testing.T) {
 		t.Fatal("health with no server succeeded")
 	}
 }
+
+// TestServeClusterFlags: the cluster flags are refused, naming the
+// problem, before anything starts: without a provider, an unknown
+// provider, automanaged without its peers or port; TROUPE_CLUSTER_* set
+// them as the other flags.
+func TestServeClusterFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--gateway"}, "need --cluster-provider"},
+		{[]string{"--cluster-peers", "127.0.0.1:7001"}, "need --cluster-provider"},
+		{[]string{"--cluster-provider", "etcd"}, "only automanaged"},
+		{[]string{"--cluster-provider", "automanaged", "--cluster-provider-port", "7001"}, "needs --cluster-peers"},
+		{[]string{"--cluster-provider", "automanaged", "--cluster-peers", "127.0.0.1:7001"}, "needs --cluster-peers and --cluster-provider-port"},
+		{[]string{"--cluster-provider", "automanaged", "--cluster-peers", "a:1", "--cluster-provider-port", "1", "--cluster-port", "70000"}, "--cluster-port"},
+	} {
+		_, err := runCLI(t, append([]string{"serve", "--port", "0"}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want one with %q", c.args, err, c.want)
+		}
+	}
+	t.Setenv("TROUPE_CLUSTER_PROVIDER", "k8s")
+	if _, err := runCLI(t, "serve", "--port", "0"); err == nil || !strings.Contains(err.Error(), `"k8s"`) {
+		t.Errorf("TROUPE_CLUSTER_PROVIDER=k8s: error %v, want the provider refused", err)
+	}
+}
