@@ -88,6 +88,27 @@ func TestDispatcherRuntimeWithoutWeights(t *testing.T) {
 			t.Fatalf("job %q with %d prompt tokens: want the member prefix and the prepared prompt", j.RequestId, len(j.Prompt))
 		}
 	}
+	// The preparers are fail-open until the replicas' capability is
+	// adopted, then render as for a snapshot-reuse model.
+	chatReq := func() *chat.Request {
+		return &chat.Request{Messages: []any{map[string]any{"role": "user", "content": "hi"}}, MaxTokens: 4}
+	}
+	if p, err := rt.Prepare(ctx, chatReq(), false); err != nil || p.Capability != actors.CapabilityUnknownYet {
+		t.Fatalf("before adoption: capability %v, %v; want unknown", p.Capability, err)
+	}
+	rt.AdoptCapability(&actors.CapabilityReady{Model: "x", SnapshotReuse: true})
+	adopted := false
+	for i := 0; i < 200 && !adopted; i++ {
+		p, err := rt.Prepare(ctx, chatReq(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		adopted = p.Capability == actors.SnapshotReuse
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !adopted {
+		t.Fatal("the preparers did not adopt the replicas' capability")
+	}
 	if err := rt.WarmUp(ctx, &chat.Request{Prompt: "x"}, "y"); err == nil {
 		t.Fatal("warm-ups are not dispatched: WarmUp must say so")
 	}

@@ -432,6 +432,14 @@ func (r *Runtime) Parallel() int { return r.opts.Parallel }
 // PromptCache reports whether the prompt cache is on.
 func (r *Runtime) PromptCache() bool { return r.opts.PromptCache }
 
+// AdoptCapability tells a runtime without weights (Options.NoWeights) the
+// capability of the replicas it dispatches to, so its preparers render as
+// for the model (history boundaries on snapshot-reuse models) rather than
+// fail-open. A runtime that loaded its model ignores it.
+func (r *Runtime) AdoptCapability(c *actors.CapabilityReady) {
+	r.system.Root.Send(r.pids.Model, &actors.CapabilityReady{Model: c.Model, SnapshotReuse: c.SnapshotReuse})
+}
+
 // Status asks the ModelActor for its load phase.
 func (r *Runtime) Status(ctx context.Context) (*actors.LoadStatus, error) {
 	return ask[*actors.LoadStatus](ctx, r, r.pids.Model, &actors.LoadStatusQuery{})

@@ -39,6 +39,9 @@ type ModelActor struct {
 	failure    error // set when the load failed
 	status     *LoadStatus
 	cancel     context.CancelFunc
+	// noWeights: the loader loaded the assets only; the capability, if
+	// any, is the replicas' (a CapabilityReady sent by the host).
+	noWeights bool
 }
 
 // NewModelActor returns the actor's producer.
@@ -89,7 +92,9 @@ func (a *ModelActor) Receive(ctx actor.Context) {
 		}
 		if msg.model == nil {
 			// Assets only: the preparers were sent them above (and new
-			// ones get them on registering); they stay fail-open.
+			// ones get them on registering); they stay fail-open until a
+			// CapabilityReady of the replicas comes.
+			a.noWeights = true
 			a.status = &LoadStatus{Phase: "ready", Ready: true}
 			a.log.Info("model assets ready (no weights)", "model", a.name)
 			return
@@ -107,6 +112,18 @@ func (a *ModelActor) Receive(ctx actor.Context) {
 	case *CapabilityAck:
 		a.pendingAck--
 		a.maybeReady()
+	case *CapabilityReady:
+		// A gateway's host (assets only) passes on the capability of the
+		// replicas it routes to: preparers then render as for the model
+		// itself, not fail-open. A model loaded here keeps its own.
+		if !a.noWeights || (a.capability != nil && a.capability.SnapshotReuse == msg.SnapshotReuse) {
+			return
+		}
+		a.capability = &CapabilityReady{SnapshotReuse: msg.SnapshotReuse, Model: a.name}
+		for _, p := range a.preparers {
+			ctx.Request(p, a.capability)
+		}
+		a.log.Info("model capability adopted from the replicas", "model", a.name, "snapshot_reuse", msg.SnapshotReuse)
 	case *registerPreparer:
 		if !containsPID(a.preparers, ctx.Sender()) {
 			a.preparers = append(a.preparers, ctx.Sender())
@@ -118,7 +135,7 @@ func (a *ModelActor) Receive(ctx actor.Context) {
 		// Answered once every local preparer has the capability (the
 		// model is ready): a remote gateway that learns it from here
 		// routes to this node only from then on.
-		if a.status.Ready && a.capability != nil {
+		if a.status.Ready && a.capability != nil && !a.noWeights {
 			ctx.Respond(a.capability)
 		} else {
 			ctx.Respond(&CapabilityUnknown{})

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	troupe "github.com/troupe-ai/troupe"
 	"github.com/troupe-ai/troupe/actors"
 	"github.com/troupe-ai/troupe/cluster/node"
 )
@@ -111,4 +112,27 @@ func Status(ctx context.Context, n *node.Node) ClusterStatus {
 	wg.Wait()
 	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].ID < st.Members[j].ID })
 	return st
+}
+
+// ShareCapability passes the capability of the replicas that serve rt's
+// model on to rt (an assets-only gateway runtime, troupe.Options.NoWeights),
+// every interval until ctx ends: its preparers then render as for the model
+// (the capability gate of DESIGN.md §8: fail-open until the gateway has seen
+// a replica's CapabilityReady). Passing it again changes nothing.
+func ShareCapability(ctx context.Context, n *node.Node, rt *troupe.Runtime, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		for _, r := range n.View().Replicas {
+			if r.Model == rt.Name() {
+				rt.AdoptCapability(&actors.CapabilityReady{Model: r.Model, SnapshotReuse: r.SnapshotReuse})
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }

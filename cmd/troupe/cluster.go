@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"time"
+
 	troupe "github.com/troupe-ai/troupe"
 	"github.com/troupe-ai/troupe/cluster/gateway"
 	"github.com/troupe-ai/troupe/cluster/node"
@@ -13,6 +16,7 @@ type member struct {
 	node *node.Node
 	rt   *troupe.Runtime
 	own  bool // rt is the gateway's, closed here; a replica's closes with the node
+	stop func()
 }
 
 // startMember joins the cluster described by cfg with the model of opts.
@@ -38,11 +42,14 @@ func startMember(opts troupe.Options, cfg node.Config, gatewayOnly bool) (*membe
 	}
 	// Before the first request: the served name is the runtime's.
 	g.Attach(rt.Name(), rt.Metrics())
-	return &member{node: n, rt: rt, own: true}, nil
+	ctx, stop := context.WithCancel(context.Background())
+	go gateway.ShareCapability(ctx, n, rt, 500*time.Millisecond)
+	return &member{node: n, rt: rt, own: true, stop: stop}, nil
 }
 
 func (m *member) close() {
 	if m.own {
+		m.stop()
 		m.rt.Close()
 	}
 	m.node.Close()

@@ -472,9 +472,26 @@ func TestClusterGateway(t *testing.T) {
 		_, _ = io.Copy(&metrics, resp.Body)
 		resp.Body.Close()
 	}
-	for _, want := range []string{`troupe_route_decisions_total{reason="prefix-hit"}`, `troupe_route_decisions_total{reason="least-load"}`} {
-		if !strings.Contains(metrics.String(), want) {
-			t.Errorf("the gateway's /metrics has no %s", want)
+	// Routing decisions by reason; the gateway's preparers adopted the
+	// replicas' capability (dense KV: no history render), not fail-open.
+	for _, want := range []string{`troupe_route_decisions_total{reason="prefix-hit"}`, `troupe_route_decisions_total{reason="least-load"}`,
+		`troupe_history_renders_total{outcome="skipped_dense"}`} {
+		if metricValue(metrics.String(), want) <= 0 {
+			t.Errorf("the gateway's /metrics has no positive %s:\n%s", want, metrics.String())
 		}
 	}
+}
+
+// metricValue is the value of the sample named (with its labels) series in
+// a Prometheus text exposition; -1 when absent.
+func metricValue(text, series string) float64 {
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }
