@@ -1181,6 +1181,120 @@ func (x *CacheProbeResult) GetReusableTokens() int32 {
 	return 0
 }
 
+// ModelAssetsQuery asks a cluster replica for what a gateway needs to
+// prepare requests for the replica's model: the tokenizer, the chat
+// template and the generation config, not the weights.
+type ModelAssetsQuery struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelAssetsQuery) Reset() {
+	*x = ModelAssetsQuery{}
+	mi := &file_actors_messages_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelAssetsQuery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelAssetsQuery) ProtoMessage() {}
+
+func (x *ModelAssetsQuery) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_messages_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelAssetsQuery.ProtoReflect.Descriptor instead.
+func (*ModelAssetsQuery) Descriptor() ([]byte, []int) {
+	return file_actors_messages_proto_rawDescGZIP(), []int{16}
+}
+
+// ModelAssets answers ModelAssetsQuery: the served model name and the
+// model folder's asset files by path relative to the folder, each
+// gzip-compressed (the whole answer must fit protoactor remote's gRPC
+// message limit of 4 MiB).
+type ModelAssets struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Model string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	Files map[string][]byte      `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// chat_template is the replica's chat template override file
+	// (serve --chat-template), gzip-compressed; empty: none.
+	ChatTemplate []byte `protobuf:"bytes,3,opt,name=chat_template,json=chatTemplate,proto3" json:"chat_template,omitempty"`
+	// error says why the assets could not be sent; files are then empty.
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelAssets) Reset() {
+	*x = ModelAssets{}
+	mi := &file_actors_messages_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelAssets) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelAssets) ProtoMessage() {}
+
+func (x *ModelAssets) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_messages_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelAssets.ProtoReflect.Descriptor instead.
+func (*ModelAssets) Descriptor() ([]byte, []int) {
+	return file_actors_messages_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ModelAssets) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ModelAssets) GetFiles() map[string][]byte {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *ModelAssets) GetChatTemplate() []byte {
+	if x != nil {
+		return x.ChatTemplate
+	}
+	return nil
+}
+
+func (x *ModelAssets) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_actors_messages_proto protoreflect.FileDescriptor
 
 const file_actors_messages_proto_rawDesc = "" +
@@ -1291,7 +1405,17 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\vcache_scope\x18\x02 \x01(\tR\n" +
 	"cacheScope\";\n" +
 	"\x10CacheProbeResult\x12'\n" +
-	"\x0freusable_tokens\x18\x01 \x01(\x05R\x0ereusableTokensB$Z\"github.com/troupe-ai/troupe/actorsb\x06proto3"
+	"\x0freusable_tokens\x18\x01 \x01(\x05R\x0ereusableTokens\"\x12\n" +
+	"\x10ModelAssetsQuery\"\xd5\x01\n" +
+	"\vModelAssets\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12;\n" +
+	"\x05files\x18\x02 \x03(\v2%.troupe.actors.ModelAssets.FilesEntryR\x05files\x12#\n" +
+	"\rchat_template\x18\x03 \x01(\fR\fchatTemplate\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x1a8\n" +
+	"\n" +
+	"FilesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01B$Z\"github.com/troupe-ai/troupe/actorsb\x06proto3"
 
 var (
 	file_actors_messages_proto_rawDescOnce sync.Once
@@ -1305,7 +1429,7 @@ func file_actors_messages_proto_rawDescGZIP() []byte {
 	return file_actors_messages_proto_rawDescData
 }
 
-var file_actors_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_actors_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_actors_messages_proto_goTypes = []any{
 	(*CapabilityReady)(nil),   // 0: troupe.actors.CapabilityReady
 	(*CapabilityAck)(nil),     // 1: troupe.actors.CapabilityAck
@@ -1323,15 +1447,19 @@ var file_actors_messages_proto_goTypes = []any{
 	(*CacheReset)(nil),        // 13: troupe.actors.CacheReset
 	(*CacheProbe)(nil),        // 14: troupe.actors.CacheProbe
 	(*CacheProbeResult)(nil),  // 15: troupe.actors.CacheProbeResult
+	(*ModelAssetsQuery)(nil),  // 16: troupe.actors.ModelAssetsQuery
+	(*ModelAssets)(nil),       // 17: troupe.actors.ModelAssets
+	nil,                       // 18: troupe.actors.ModelAssets.FilesEntry
 }
 var file_actors_messages_proto_depIdxs = []int32{
-	6, // 0: troupe.actors.PrefillJob.sampling:type_name -> troupe.actors.SamplingParams
-	8, // 1: troupe.actors.TokenEvent.top_logprobs:type_name -> troupe.actors.TopLogprob
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	6,  // 0: troupe.actors.PrefillJob.sampling:type_name -> troupe.actors.SamplingParams
+	8,  // 1: troupe.actors.TokenEvent.top_logprobs:type_name -> troupe.actors.TopLogprob
+	18, // 2: troupe.actors.ModelAssets.files:type_name -> troupe.actors.ModelAssets.FilesEntry
+	3,  // [3:3] is the sub-list for method output_type
+	3,  // [3:3] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_actors_messages_proto_init() }
@@ -1345,7 +1473,7 @@ func file_actors_messages_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_actors_messages_proto_rawDesc), len(file_actors_messages_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
