@@ -374,6 +374,10 @@ var spawnCount atomic.Uint64
 
 func uniq() string { return strconv.FormatUint(spawnCount.Add(1), 10) }
 
+// ModelDir is the model folder the runtime serves (the demo model's
+// generated folder when Options.Model was "").
+func (r *Runtime) ModelDir() string { return r.opts.Model }
+
 // Name is the served model name.
 func (r *Runtime) Name() string { return r.name }
 

@@ -285,8 +285,9 @@ func singleNode(t *testing.T) string {
 }
 
 // TestClusterGateway: two replicas of the demo model and a gateway-only
-// member (`serve --gateway`: the demo's tokenizer and template, no
-// weights), each `troupe serve` in a child process, on loopback. Chat
+// member (`serve --gateway` with no model: it takes the tokenizer and the
+// chat template from a replica, and loads no weights), each `troupe serve`
+// in a child process, on loopback. Chat
 // completions through the gateway's HTTP succeed; a conversation's second
 // turn reuses as many cached tokens as on a single node (the gateway routes
 // it to the replica holding its prefix); /v1/cluster lists the members;
@@ -318,6 +319,9 @@ func TestClusterGateway(t *testing.T) {
 		t.Fatalf("the gateway's /v1/cluster did not show 3 members, 2 routable: %+v", view)
 	}
 	t.Logf("cluster formed in %v", time.Since(began).Round(time.Millisecond))
+	if !strings.Contains(gw.out.String(), "model assets taken from a replica") {
+		t.Fatal("the gateway did not take the model's assets from a replica")
+	}
 	for _, m := range view.Members {
 		if m.Routable && (m.Model != "troupe-demo" || m.Capability != "dense_kv_prefix" || m.Load == nil) {
 			t.Fatalf("replica %+v: want troupe-demo, dense_kv_prefix, with its load", m)

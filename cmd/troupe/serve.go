@@ -105,7 +105,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	clusterPort := fs.Int("cluster-port", 0, "cluster: this member's remote (gRPC) port (0: any free port)")
 	clusterAdvertise := fs.String("cluster-advertise", "", "cluster: the host:port other members reach this member's remote at, when it is not --cluster-host:--cluster-port (0.0.0.0, NAT, containers)")
 	clusterName := fs.String("cluster-name", "troupe", "cluster: members of different clusters ignore each other")
-	gatewayOnly := fs.Bool("gateway", false, "cluster: serve as a gateway only: read the model's tokenizer and chat template (not its weights), prepare each request here and route it to a replica of the cluster")
+	gatewayOnly := fs.Bool("gateway", false, "cluster: serve as a gateway only: take the model's tokenizer and chat template (not its weights) from the first replica, or from --model DIR when given, prepare each request here and route it to a replica of the cluster")
 	fs.Usage = func() { serveUsage(fs) }
 	// Flags may come before or after the model (serve DIR --port 9000).
 	positional, err := parseInterleaved(fs, args)
@@ -227,8 +227,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var rt *troupe.Runtime
 	var clusterStatus func(context.Context) any
 	if *clusterProvider != "" {
-		member, err := startMember(opts, node.Config{ClusterName: *clusterName, Host: *clusterHost, Port: *clusterPort,
-			Advertise: *clusterAdvertise, ProviderPort: *clusterProviderPort, Peers: peers, Logger: log}, *gatewayOnly)
+		// A gateway given no model takes the assets from a replica.
+		member, err := startMember(ctx, opts, node.Config{ClusterName: *clusterName, Host: *clusterHost, Port: *clusterPort,
+			Advertise: *clusterAdvertise, ProviderPort: *clusterProviderPort, Peers: peers, Logger: log}, *gatewayOnly, !set["model"])
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
