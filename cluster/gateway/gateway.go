@@ -16,7 +16,7 @@
 // A probe's answer is turned into the digest route.Route expects: the block
 // hashes of the reusable prefix (dense KV models), or the snapshot key at the
 // request's history boundary when the replica would reuse that much
-// (snapshot models). So the policy (route.CacheAware by default) sees exact
+// (snapshot models); a lone candidate is not probed. So the policy (route.CacheAware by default) sees exact
 // state, at the price of one round trip to each candidate before the job is
 // sent; a replica that does not answer in time is not a candidate. Published
 // replica state (digests fed by the engine's OnCached, at a bounded rate)
@@ -187,9 +187,21 @@ func (g *Gateway) Pick(ctx context.Context, job *actors.PrefillJob, exclude []st
 	defer cancel()
 	req := route.Request{Model: g.cfg.Model, Tenant: job.CacheScope, Tokens: job.Prompt,
 		Boundary: int(job.HistoryBoundary), Exclude: exclude}
+	candidates := 0
+	for _, r := range all {
+		if r.Model == g.cfg.Model && !slices.Contains(exclude, r.MemberID) {
+			candidates++
+		}
+	}
 	for i, r := range all {
 		states[i] = route.Replica{ID: r.MemberID, Model: r.Model, CapabilityKnown: true, SnapshotReuse: r.SnapshotReuse}
 		if r.Model != g.cfg.Model || slices.Contains(exclude, r.MemberID) {
+			continue
+		}
+		if candidates == 1 {
+			// Nothing to choose: no probe round trip (a replica that
+			// fails is handled by the retry, which finds none left).
+			states[i].Routable = true
 			continue
 		}
 		wg.Add(1)

@@ -195,7 +195,7 @@ func TestDispatchWithoutReplicas(t *testing.T) {
 	if _, _, err := New(b, Config{Model: "m"}).Pick(context.Background(), job(20), nil); !errors.Is(err, route.ErrUnknownModel) {
 		t.Fatalf("err %v, want ErrUnknownModel", err)
 	}
-	b = newFake("m", map[string]*fakeReplica{"a": {probeErr: errors.New("timeout"), run: tokens(1)}})
+	b = newFake("m", map[string]*fakeReplica{"a": {probeErr: errors.New("timeout"), run: tokens(1)}, "b": {probeErr: errors.New("timeout"), run: tokens(1)}})
 	if _, _, err := New(b, Config{Model: "m"}).Pick(context.Background(), job(20), nil); !errors.Is(err, route.ErrUnavailable) {
 		t.Fatalf("err %v, want ErrUnavailable", err)
 	}
@@ -236,5 +236,23 @@ func TestProbedPrefix(t *testing.T) {
 	}
 	if p := probedPrefix(req, true, 39); p != nil {
 		t.Fatal("snapshot: reusable short of the boundary must give no digest")
+	}
+}
+
+// A lone candidate is sent the job without a probe; with two, both are
+// probed.
+func TestPickProbesOnlyToChoose(t *testing.T) {
+	b := newFake("m", map[string]*fakeReplica{"a": {probeErr: errors.New("not to be asked"), run: tokens(1)}})
+	r, d, err := New(b, Config{Model: "m"}).Pick(context.Background(), job(20), nil)
+	if err != nil || r.MemberID != "a" || d.ReplicaID != "a" {
+		t.Fatalf("lone replica: %+v %+v %v", r, d, err)
+	}
+	b = newFake("m", map[string]*fakeReplica{"a": {probeErr: errors.New("down"), run: tokens(1)}, "b": {run: tokens(1)}})
+	if r, _, err = New(b, Config{Model: "m"}).Pick(context.Background(), job(20), nil); err != nil || r.MemberID != "b" {
+		t.Fatalf("a's probe failed: picked %+v, %v; want b", r, err)
+	}
+	// Excluding one of two leaves a lone candidate: not probed either.
+	if r, _, err = New(b, Config{Model: "m"}).Pick(context.Background(), job(20), []string{"b"}); err != nil || r.MemberID != "a" {
+		t.Fatalf("b excluded: picked %+v, %v; want a", r, err)
 	}
 }
