@@ -294,7 +294,12 @@ func serveUsage(fs *flag.FlagSet) {
 		"Every flag can also be set as TROUPE_<FLAG>, dashes as underscores\n"+
 		"(TROUPE_KV_BUDGET=2GiB, TROUPE_API_KEY=...); the command line wins.\n"+
 		"--host 0.0.0.0 listens on every interface (default: this machine only).\n"+
-		"Aliases: -m for --model, -c and --ctx-size for --max-model-len.\n\nflags:\n")
+		"Aliases: -m for --model, -c and --ctx-size for --max-model-len.\n"+
+		"Cluster: --cluster-provider automanaged joins the members named by\n"+
+		"--cluster-peers (each member's provider host:port); a member serves its\n"+
+		"model (a replica), or with --gateway routes every request to a replica\n"+
+		"(it takes the tokenizer and chat template from one unless --model is\n"+
+		"given). GET /v1/cluster shows the members.\n\nflags:\n")
 	shown := flag.NewFlagSet("serve", flag.ContinueOnError)
 	shown.SetOutput(w)
 	fs.VisitAll(func(f *flag.Flag) {
