@@ -42,7 +42,7 @@ type pollLocal struct{}
 type queryTick struct{}
 
 func newEndpoint(n *Node, local *actors.Pids) *endpoint {
-	return &endpoint{node: n, local: local, selfID: n.system.ID,
+	return &endpoint{node: n, local: local, selfID: n.ID(),
 		members: map[string]*cluster.Member{}, since: map[string]time.Time{}, jobs: map[string]map[string]struct{}{}, caps: map[string]seenCapability{}}
 }
 
@@ -163,6 +163,12 @@ func endpointOf(m *cluster.Member) *actor.PID { return actor.NewPID(m.Address(),
 func (e *endpoint) topology(ctx actor.Context, t *cluster.ClusterTopology, at time.Time) {
 	members := make(map[string]*cluster.Member, len(t.Members))
 	for _, m := range t.Members {
+		// This node is the member at its own address: the k8s provider
+		// names members with ids of its own (newProvider).
+		if m.Address() == e.self.Address && m.Id != e.selfID {
+			e.selfID = m.Id
+			e.node.selfID.Store(m.Id)
+		}
 		members[m.Id] = m
 		if _, ok := e.since[m.Id]; !ok {
 			e.since[m.Id] = at

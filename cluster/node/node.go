@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/asynkron/protoactor-go/remote"
@@ -39,6 +37,12 @@ type Config struct {
 	// differs from Host:Port (Host "0.0.0.0", NAT, containers); "" means
 	// the listening address.
 	Advertise string
+	// Provider is the membership provider (--cluster-provider): "" or
+	// ProviderAutomanaged (ProviderPort, Peers, RefreshInterval),
+	// ProviderEtcd (Etcd) or ProviderK8s (in a pod; see provider.go).
+	Provider string
+	// Etcd configures the etcd provider.
+	Etcd EtcdConfig
 	// ProviderPort is the automanaged provider's HTTP health port (it
 	// listens on all interfaces: the pinned provider has no bind option).
 	ProviderPort int
@@ -68,6 +72,7 @@ type Node struct {
 	rt       *troupe.Runtime // nil on a gateway
 	sub      *eventstream.Subscription
 	view     atomic.Pointer[View]
+	selfID   atomic.Value // string: this member's id in the topology
 }
 
 // Start joins the cluster and, for a replica, starts the model's pipeline.
@@ -89,14 +94,15 @@ func Start(cfg Config) (n *Node, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.ProviderPort <= 0 || len(cfg.Peers) == 0 {
-		return nil, errors.New("cluster node: the automanaged provider needs a provider port and the peer list")
-	}
 	log := cfg.Logger
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(minLevel{Handler: log.Handler(), min: slog.LevelWarn}).With("lib", "protoactor")
 	}))
-	provider := automanaged.NewWithConfig(cfg.RefreshInterval, cfg.ProviderPort, cfg.Peers...)
+	provider, selfID, err := newProvider(&cfg, system)
+	if err != nil {
+		system.Shutdown()
+		return nil, err
+	}
 	var ropts []remote.ConfigOption
 	if cfg.Advertise != "" {
 		ropts = append(ropts, remote.WithAdvertisedHost(cfg.Advertise))
@@ -105,6 +111,7 @@ func Start(cfg Config) (n *Node, err error) {
 	cc := cluster.Configure(cfg.ClusterName, provider, disthash.New(), rc)
 	c := cluster.New(system, cc)
 	n = &Node{cfg: cfg, system: system, cluster: c}
+	n.selfID.Store(selfID)
 	n.view.Store(&View{})
 	// Topology events are taken from before the member starts (its first
 	// poll happens inside StartMember) and stamped as they come; they
@@ -204,8 +211,9 @@ func (f *topologyForwarder) attach(endpoint *actor.PID) {
 	f.pending = nil
 }
 
-// ID is this member's id in the cluster.
-func (n *Node) ID() string { return n.system.ID }
+// ID is this member's id in the cluster, as the provider names it ("" on
+// the k8s provider until its first topology lists this member).
+func (n *Node) ID() string { return n.selfID.Load().(string) }
 
 // Address is this member's remote address (host:port).
 func (n *Node) Address() string { return n.system.Address() }

@@ -1,0 +1,62 @@
+package node
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSplitList(t *testing.T) {
+	got := SplitList(" http://a:2379, ,b:2379,")
+	if want := []string{"http://a:2379", "b:2379"}; !slices.Equal(got, want) {
+		t.Errorf("SplitList = %q, want %q", got, want)
+	}
+	if got := SplitList(""); len(got) != 0 {
+		t.Errorf("SplitList(\"\") = %q, want none", got)
+	}
+}
+
+// TestProviderConfigErrors: a provider that cannot be built fails Start
+// with an error that says what is missing, and quickly (no member starts).
+func TestProviderConfigErrors(t *testing.T) {
+	// A port nothing listens on: etcd is unreachable there.
+	closed, err := FreePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"unknown", Config{Provider: "consul"}, `unknown cluster provider "consul" (want one of automanaged, etcd, k8s)`},
+		{"automanaged without peers", Config{Provider: ProviderAutomanaged, ProviderPort: 9000}, "automanaged provider needs a provider port and the peer list"},
+		{"default is automanaged", Config{}, "automanaged provider needs a provider port and the peer list"},
+		{"etcd without endpoints", Config{Provider: ProviderEtcd}, "etcd provider needs at least one endpoint"},
+		{"etcd base path", Config{Provider: ProviderEtcd, Etcd: EtcdConfig{Endpoints: []string{"127.0.0.1:2379"}, BasePath: "troupe/"}},
+			`etcd base path "troupe/" must start with / and not end with one`},
+		{"etcd unreachable", Config{Provider: ProviderEtcd, Etcd: EtcdConfig{
+			Endpoints: []string{"127.0.0.1:" + strconv.Itoa(closed)}, DialTimeout: 300 * time.Millisecond}},
+			"cluster node: etcd at 127.0.0.1:" + strconv.Itoa(closed) + ": context deadline exceeded"},
+		{"k8s outside a pod", Config{Provider: ProviderK8s}, "the k8s provider runs only inside a Kubernetes pod"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			began := time.Now()
+			n, err := Start(tc.cfg)
+			if err == nil {
+				n.Close()
+				t.Fatal("Start succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q, want it to contain %q", err, tc.want)
+			}
+			if took := time.Since(began); took > 3*time.Second {
+				t.Errorf("Start took %v to fail", took)
+			}
+		})
+	}
+}
