@@ -213,7 +213,12 @@ func (f *topologyForwarder) attach(endpoint *actor.PID) {
 
 // ID is this member's id in the cluster, as the provider names it ("" on
 // the k8s provider until its first topology lists this member).
-func (n *Node) ID() string { return n.selfID.Load().(string) }
+func (n *Node) ID() string {
+	if id, ok := n.selfID.Load().(string); ok {
+		return id
+	}
+	return n.system.ID
+}
 
 // Address is this member's remote address (host:port).
 func (n *Node) Address() string { return n.system.Address() }
