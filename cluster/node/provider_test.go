@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/asynkron/protoactor-go/cluster"
 )
 
 func TestSplitList(t *testing.T) {
@@ -58,5 +60,29 @@ func TestProviderConfigErrors(t *testing.T) {
 				t.Errorf("Start took %v to fail", took)
 			}
 		})
+	}
+}
+
+// TestSelfByAddress: with the k8s provider a node does not know its member
+// id before the topology lists it (the provider draws one of its own);
+// the member at the node's own address is this node.
+func TestSelfByAddress(t *testing.T) {
+	sys := bareSystem(t)
+	sys.ProcessRegistry.Address = "10.1.2.3:8090" // as remote sets it
+	n, pid := bareNode(t, sys, nil)
+	n.selfID.Store("") // what newProvider says for k8s
+	self := &cluster.Member{Id: "5f0c9e2a", Host: "10.1.2.3", Port: 8090}
+	other := &cluster.Member{Id: "77ab01cd", Host: "10.1.2.4", Port: 8090}
+	sys.Root.Send(pid, &cluster.ClusterTopology{Members: []*cluster.Member{other, self}, Joined: []*cluster.Member{other, self}})
+	if !waitFor(5*time.Second, func() bool { return len(n.View().Members) == 2 }) {
+		t.Fatalf("members %+v", n.View().Members)
+	}
+	if n.ID() != self.Id {
+		t.Errorf("ID() = %q, want the provider's id for this address %q", n.ID(), self.Id)
+	}
+	for _, m := range n.View().Members {
+		if m.Self != (m.ID == self.Id) {
+			t.Errorf("member %+v: Self wrong", m)
+		}
 	}
 }
