@@ -64,10 +64,55 @@
 // replica's endpoint names that endpoint (its sender) and arrives in one
 // hop; the query on join and every QueryInterval makes it order-proof.
 //
+// # Membership providers and failure detection
+//
+// Config.Provider (--cluster-provider) picks protoactor-go's provider;
+// Start refuses an unknown name with the list of known ones. A member that
+// dies without leaving (SIGKILL, a lost machine) leaves every other
+// member's View, and its jobs in flight end Unavailable, when the provider
+// reports it gone:
+//
+//   - "automanaged" (the default): Config.Peers, ProviderPort and
+//     RefreshInterval. Every member polls every peer's /_health each
+//     RefreshInterval; a dead one is gone at the next poll, within about
+//     one interval (TestPrefillAcrossNodes: ~130ms at a 200ms interval;
+//     the default interval is 1s). The peer list is static.
+//   - "etcd": Config.Etcd (--etcd-endpoints a,b, a key prefix BasePath,
+//     default "/troupe"). Each member puts its key
+//     BasePath/<cluster>/<cluster>@<id> under a lease and keeps the lease
+//     alive; every member watches the prefix. A member that dies stops
+//     renewing, etcd expires the lease and deletes the key, and the
+//     others drop it: the lease TTL is fixed at 3s by the pinned provider
+//     (EtcdLeaseTTL, no option), renewed every second, so a kill is seen
+//     2–3s later (TestEtcdProvider, against etcd 3.4.23 from Debian's
+//     etcd-server with the provider's v3.5 client: 2.3–2.5s). A graceful
+//     Close deletes the key at once (~20ms). Start dials etcd blocking
+//     (EtcdConfig.DialTimeout, default 5s), so an unreachable etcd is an
+//     error, not a hang.
+//   - "k8s": inside a pod only (in-cluster config: the service account
+//     token, KUBERNETES_SERVICE_HOST); elsewhere Start fails saying so. The
+//     provider labels its own pod (cluster.proto.actor/cluster, port,
+//     member-id) and watches the pods of its namespace that carry its
+//     cluster's label; a pod is a member while it is Running with every
+//     container Ready. It needs pods get, patch and watch in its namespace
+//     (deploy/k8s/rbac.yaml), finds its pod by the hostname (keep it the
+//     pod's name), reads the namespace from the service account, and gives
+//     members the address podIP:port, so remote must listen on the pod IP
+//     (deploy/k8s sets it from status.podIP). A member is dropped when its
+//     pod is deleted (at once), when its container dies or a readiness
+//     probe fails (as soon as the kubelet reports it, for an exit;
+//     periodSeconds×failureThreshold, 10s in deploy/k8s, for a wedged
+//     engine), or when its node is lost (the node controller's grace
+//     period, 40s by default). Not measured here: it needs a cluster.
+//
+// The etcd and k8s providers name members themselves ("<cluster>@<actor
+// system id>"; a random id drawn by the k8s provider), so a node takes the
+// member at its own address as itself (Node.ID).
+//
 // # Protoactor facilities used, as the pinned version wants them
 //
-//   - cluster.Configure + cluster.New + Cluster.StartMember, with the
-//     automanaged provider (automanaged.NewWithConfig(refresh, port,
+//   - cluster.Configure + cluster.New + Cluster.StartMember, with, by
+//     default, the automanaged provider (automanaged.NewWithConfig(refresh, port,
 //     peers...)): every member serves GET /_health on ProviderPort and
 //     polls every peer's each refresh interval; a peer that does not
 //     answer leaves the topology at the next poll. --cluster-provider
@@ -111,6 +156,13 @@
 //     fails only on race reports that run through troupe's code.
 //   - StartMember sleeps a fixed second and panics where it fails (Start
 //     turns the panic into an error); a graceful Shutdown sleeps two.
+//   - The etcd provider's shutdown flag is a plain bool that Shutdown (from
+//     Node.Close) writes while its keep-alive and watch goroutines read it;
+//     the tests count that report as upstream too. Its lease TTL (3s) and
+//     retry interval (1s) have no option.
+//   - The k8s provider has no options at all (namespace and pod name come
+//     from the pod), and BroadcastEvent's self test compares its random
+//     member id to the actor system's id (troupe does not broadcast).
 //   - The automanaged provider listens on 0.0.0.0 (no bind option), logs an
 //     ERROR for every poll of a peer that is down, and a member that left
 //     is blocked for good by its id (a restarted process has a new id, so
