@@ -440,8 +440,9 @@ func startChild(t *testing.T, role string, env ...string) *child {
 // remote.BlockList reads its member set without the lock its writers take,
 // and the GossipActor changes gossip state that an endpoint writer is
 // still marshalling. Those reports (no frame of this module in either
-// access) are counted and logged, not failed, and so is the etcd
-// provider's shutdown flag, written under Node.Close (upstreamShutdownRace).
+// access) are counted and logged, not failed, and so are protoactor's
+// shutdown flags written under Node.Close while a goroutine of
+// protoactor's own reads them (upstreamShutdownRace).
 func checkRaces(t *testing.T, name, out string) {
 	upstream := map[string]int{}
 	for _, block := range strings.Split(out, "WARNING: DATA RACE")[1:] {

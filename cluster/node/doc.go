@@ -83,9 +83,10 @@
 //     alive; every member watches the prefix. A member that dies stops
 //     renewing, etcd expires the lease and deletes the key, and the
 //     others drop it: the lease TTL is fixed at 3s by the pinned provider
-//     (EtcdLeaseTTL, no option), renewed every second, so a kill is seen
-//     2–3s later (TestEtcdProvider, against etcd 3.4.23 from Debian's
-//     etcd-server with the provider's v3.5 client: 2.3–2.5s). A graceful
+//     (EtcdLeaseTTL, no option), renewed every second, and etcd checks
+//     for expired leases every 500ms, so a kill is seen about 2–3.5s later
+//     (TestEtcdProvider, against etcd 3.4.23 from Debian's etcd-server
+//     with the provider's v3.5 client: 1.9–3.4s over 9 runs). A graceful
 //     Close deletes the key at once (~20ms). Start dials etcd blocking
 //     (EtcdConfig.DialTimeout, default 5s), so an unreachable etcd is an
 //     error, not a hang.
@@ -158,8 +159,10 @@
 //     turns the panic into an error); a graceful Shutdown sleeps two.
 //   - The etcd provider's shutdown flag is a plain bool that Shutdown (from
 //     Node.Close) writes while its keep-alive and watch goroutines read it;
-//     the tests count that report as upstream too. Its lease TTL (3s) and
-//     retry interval (1s) have no option.
+//     the tests count that report as upstream, as they do remote's
+//     endpointManager.stopped written by Shutdown while remote's own
+//     endpoint writer reads it. Its lease TTL (3s) and retry interval (1s)
+//     have no option.
 //   - The k8s provider has no options at all (namespace and pod name come
 //     from the pod), and BroadcastEvent's self test compares its random
 //     member id to the actor system's id (troupe does not broadcast).
