@@ -87,7 +87,13 @@
 //     for expired leases every 500ms, so a kill is seen about 2–3.5s later
 //     (TestEtcdProvider, against etcd 3.4.23 from Debian's etcd-server
 //     with the provider's v3.5 client: 1.9–3.4s over 9 runs). A graceful
-//     Close deletes the key at once (~20ms). Start dials etcd blocking
+//     Close deletes the key at once (~20ms). The pinned provider lists the
+//     members, then watches from the current revision rather than the
+//     listed one, so a member registering in between can be missed for
+//     good (seen once in about a dozen runs of TestEtcdProvider, a replica
+//     that never saw a gateway): every member re-puts its key (same value
+//     and lease) each EtcdConfig.Reannounce, 5s by default, which bounds
+//     how long a missed join stays unseen. Start dials etcd blocking
 //     (EtcdConfig.DialTimeout, default 5s), so an unreachable etcd is an
 //     error, not a hang.
 //   - "k8s": inside a pod only (in-cluster config: the service account

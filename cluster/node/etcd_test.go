@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,6 +14,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/troupe-ai/troupe"
 )
@@ -44,7 +49,8 @@ type memberStatus struct {
 func runEtcdMember() error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg := Config{Provider: ProviderEtcd, QueryInterval: testQueryPeriod, Logger: log,
-		Etcd: EtcdConfig{Endpoints: SplitList(os.Getenv(childEtcdEnv)), BasePath: etcdTestBasePath, DialTimeout: 5 * time.Second}}
+		Etcd: EtcdConfig{Endpoints: SplitList(os.Getenv(childEtcdEnv)), BasePath: etcdTestBasePath, DialTimeout: 5 * time.Second,
+			Reannounce: time.Second}}
 	if os.Getenv(childReplicaEnv) == "1" {
 		cfg.Model = &troupe.Options{Threads: 1, Preparers: 1, KVBudget: 64 << 20, Logger: log}
 	}
@@ -327,5 +333,66 @@ Previous read at 0x00c00037a700 by goroutine 459:
 		if upstreamShutdownRace(report) {
 			t.Errorf("%s: taken for an upstream shutdown race", name)
 		}
+	}
+}
+
+// TestReannounce: reannounce puts a member's key again with its value and
+// lease, so watchers see a Put; it leaves a deleted key deleted, and
+// stops with the actor system.
+func TestReannounce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs an etcd server")
+	}
+	endpoint := startEtcd(t)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lease, err := cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "/troupe-test/troupe/troupe@member"
+	if _, err := cli.Put(ctx, key, `{"id":"troupe@member"}`, clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	watch := cli.Watch(ctx, key)
+	sys := actor.NewActorSystem()
+	re, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { reannounce(sys, re, key, 100*time.Millisecond, slog.Default()); close(done) }()
+	for i := 0; i < 2; i++ {
+		select {
+		case res := <-watch:
+			if len(res.Events) != 1 {
+				t.Fatalf("events %+v", res.Events)
+			}
+			ev := res.Events[0]
+			if ev.Type != clientv3.EventTypePut || string(ev.Kv.Value) != `{"id":"troupe@member"}` || clientv3.LeaseID(ev.Kv.Lease) != lease.ID {
+				t.Fatalf("re-announced %v %q lease %x, want a Put of the same value on lease %x", ev.Type, ev.Kv.Value, ev.Kv.Lease, lease.ID)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the key was not put again")
+		}
+	}
+	// A member that left (its key deleted) stays gone.
+	if _, err := cli.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if res, err := cli.Get(ctx, key); err != nil || len(res.Kvs) != 0 {
+		t.Fatalf("after the delete: %v %v", res.Kvs, err)
+	}
+	sys.Shutdown()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("reannounce did not stop with the actor system")
 	}
 }

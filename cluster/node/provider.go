@@ -1,8 +1,10 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -47,6 +49,12 @@ type EtcdConfig struct {
 	DialTimeout time.Duration
 	// Username and Password, when set, authenticate to etcd.
 	Username, Password string
+	// Reannounce is how often a member puts its own key again (same
+	// value, same lease); 0 means 5s. The pinned provider lists the
+	// members and then watches from the current revision, not from the
+	// one it listed at, so a member that registers in between is missed
+	// by that watcher until its key changes: this bounds how long.
+	Reannounce time.Duration
 }
 
 // SplitList splits a comma-separated flag value (--etcd-endpoints a,b),
@@ -88,17 +96,31 @@ func newProvider(cfg *Config, system *actor.ActorSystem) (cluster.ClusterProvide
 		// A blocking dial makes an unreachable etcd an error here: the
 		// pinned provider's first read has no deadline and would hang
 		// Start for good.
-		p, err := etcd.NewWithConfig(e.BasePath, clientv3.Config{
+		if e.Reannounce <= 0 {
+			e.Reannounce = 5 * time.Second
+		}
+		cc := clientv3.Config{
 			Endpoints: e.Endpoints, DialTimeout: e.DialTimeout,
 			Username: e.Username, Password: e.Password,
 			DialOptions: []grpc.DialOption{grpc.WithBlock()},
 			Logger:      quietEtcdLogger(),
-		})
+		}
+		p, err := etcd.NewWithConfig(e.BasePath, cc)
 		if err != nil {
 			return nil, "", fmt.Errorf("cluster node: etcd at %s: %w", strings.Join(e.Endpoints, ","), err)
 		}
-		// The pinned provider names a member "<cluster>@<actor system id>".
-		return p, cfg.ClusterName + "@" + system.ID, nil
+		// The pinned provider names a member "<cluster>@<actor system id>"
+		// and keeps it under <base>/<cluster>/<member>.
+		id := cfg.ClusterName + "@" + system.ID
+		// Connected now too, like the provider's: remote.Start sets
+		// grpc's global logger, which a client still connecting in the
+		// background reads.
+		re, err := clientv3.New(cc)
+		if err != nil {
+			return nil, "", fmt.Errorf("cluster node: etcd at %s: %w", strings.Join(e.Endpoints, ","), err)
+		}
+		go reannounce(system, re, e.BasePath+"/"+cfg.ClusterName+"/"+id, e.Reannounce, cfg.Logger)
+		return p, id, nil
 	case ProviderK8s:
 		rc, err := rest.InClusterConfig()
 		if err != nil {
@@ -123,4 +145,35 @@ func quietEtcdLogger() *zap.Logger {
 		return zap.NewNop()
 	}
 	return l
+}
+
+// reannounce puts this member's key again every period, with the value
+// and lease the provider gave it, until the actor system stops: every
+// watcher sees a Put, and one that missed the member's registration (see
+// EtcdConfig.Reannounce) learns of it. A key that is not there (not
+// registered yet, or deleted on leaving) is left alone.
+func reannounce(system *actor.ActorSystem, cli *clientv3.Client, key string, every time.Duration, log *slog.Logger) {
+	defer cli.Close()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for range t.C {
+		if system.IsStopped() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		res, err := cli.Get(ctx, key)
+		if err == nil && len(res.Kvs) == 1 {
+			kv := res.Kvs[0]
+			// Only if the key is still the one read: a leave in between
+			// must not be undone.
+			_, err = cli.Txn(ctx).
+				If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+				Then(clientv3.OpPut(key, string(kv.Value), clientv3.WithIgnoreLease())).
+				Commit()
+		}
+		cancel()
+		if err != nil && !system.IsStopped() {
+			log.Debug("cluster node: etcd: re-announcing this member failed", "key", key, "error", err)
+		}
+	}
 }
