@@ -75,7 +75,7 @@
 //   - "automanaged" (the default): Config.Peers, ProviderPort and
 //     RefreshInterval. Every member polls every peer's /_health each
 //     RefreshInterval; a dead one is gone at the next poll, within about
-//     one interval (TestPrefillAcrossNodes: ~130ms at a 200ms interval;
+//     one interval (TestPrefillAcrossNodes: 20–200ms at a 200ms interval;
 //     the default interval is 1s). The peer list is static.
 //   - "etcd": Config.Etcd (--etcd-endpoints a,b, a key prefix BasePath,
 //     default "/troupe"). Each member puts its key
@@ -86,7 +86,7 @@
 //     (EtcdLeaseTTL, no option), renewed every second, and etcd checks
 //     for expired leases every 500ms, so a kill is seen about 2–3.5s later
 //     (TestEtcdProvider, against etcd 3.4.23 from Debian's etcd-server
-//     with the provider's v3.5 client: 1.9–3.4s over 9 runs). A graceful
+//     with the provider's v3.5 client: 1.9–3.4s over 20 runs). A graceful
 //     Close deletes the key at once (~20ms). The pinned provider lists the
 //     members, then watches from the current revision rather than the
 //     listed one, so a member registering in between can be missed for
