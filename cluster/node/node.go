@@ -111,7 +111,9 @@ func Start(cfg Config) (n *Node, err error) {
 	cc := cluster.Configure(cfg.ClusterName, provider, disthash.New(), rc)
 	c := cluster.New(system, cc)
 	n = &Node{cfg: cfg, system: system, cluster: c}
-	n.selfID.Store(selfID)
+	if selfID != "" {
+		n.selfID.Store(selfID)
+	}
 	n.view.Store(&View{})
 	// Topology events are taken from before the member starts (its first
 	// poll happens inside StartMember) and stamped as they come; they
@@ -211,10 +213,11 @@ func (f *topologyForwarder) attach(endpoint *actor.PID) {
 	f.pending = nil
 }
 
-// ID is this member's id in the cluster, as the provider names it ("" on
-// the k8s provider until its first topology lists this member).
+// ID is this member's id in the cluster, as the provider names it. The
+// k8s provider draws its own: until its first topology lists this member,
+// ID is the actor system's id (unique too, but no member's).
 func (n *Node) ID() string {
-	if id, ok := n.selfID.Load().(string); ok {
+	if id, ok := n.selfID.Load().(string); ok && id != "" {
 		return id
 	}
 	return n.system.ID

@@ -70,7 +70,11 @@ func TestSelfByAddress(t *testing.T) {
 	sys := bareSystem(t)
 	sys.ProcessRegistry.Address = "10.1.2.3:8090" // as remote sets it
 	n, pid := bareNode(t, sys, nil)
-	n.selfID.Store("") // what newProvider says for k8s
+	// newProvider says "" for k8s: Start stores nothing, and ID is the
+	// actor system's until the topology tells.
+	if n.ID() != sys.ID {
+		t.Fatalf("ID() = %q before the topology, want the actor system's %q", n.ID(), sys.ID)
+	}
 	self := &cluster.Member{Id: "5f0c9e2a", Host: "10.1.2.3", Port: 8090}
 	other := &cluster.Member{Id: "77ab01cd", Host: "10.1.2.4", Port: 8090}
 	sys.Root.Send(pid, &cluster.ClusterTopology{Members: []*cluster.Member{other, self}, Joined: []*cluster.Member{other, self}})
