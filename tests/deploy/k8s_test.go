@@ -328,12 +328,12 @@ func TestManifests(t *testing.T) {
 					continue
 				}
 				flag := strings.ToLower(strings.ReplaceAll(name, "_", "-"))
-				// The cluster flags are cmd/troupe's to add (node.Config).
-				if !strings.HasPrefix(flag, "cluster-") && !strings.HasPrefix(flag, "etcd-") && !slices.Contains(flags, flag) {
+				if !slices.Contains(flags, flag) {
 					t.Errorf("env %s sets no flag of troupe serve (--%s)", e.Name, flag)
 				}
 			}
-			want := map[string]string{"TROUPE_HOST": "0.0.0.0", "TROUPE_CLUSTER_PROVIDER": "k8s", "TROUPE_CLUSTER_ROLE": comp}
+			gateway := map[string]string{"gateway": "true", "replica": ""}[comp]
+			want := map[string]string{"TROUPE_HOST": "0.0.0.0", "TROUPE_CLUSTER_PROVIDER": "k8s", "TROUPE_GATEWAY": gateway}
 			for name, v := range want {
 				if e, _ := env(c, name); e.Value != v {
 					t.Errorf("%s=%q, want %q", name, e.Value, v)
@@ -390,6 +390,20 @@ func TestManifests(t *testing.T) {
 				t.Errorf("memory limit %v below the request %v", mem, c.Resources.Requests.Memory())
 			}
 		})
+	}
+
+	// A gateway without a model starts serving only once a replica is a
+	// member, that is Ready, its model loaded: its startup probe must wait
+	// as long as a replica's.
+	budget := func(d appsv1.Deployment) int32 {
+		p := d.Spec.Template.Spec.Containers[0].StartupProbe
+		if p == nil {
+			return 0
+		}
+		return p.PeriodSeconds * p.FailureThreshold
+	}
+	if g, r := budget(components["gateway"]), budget(components["replica"]); g < r {
+		t.Errorf("the gateways' startup probe allows %ds, the replicas' %ds: a gateway waits for a loaded replica", g, r)
 	}
 
 	// Services select pods that have the ports they target; the API
