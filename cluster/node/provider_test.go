@@ -1,6 +1,7 @@
 package node
 
 import (
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,6 +61,17 @@ func TestProviderConfigErrors(t *testing.T) {
 				t.Errorf("Start took %v to fail", took)
 			}
 		})
+	}
+	// In a pod's environment but without its service account token.
+	if _, err := os.Stat("/var/run/secrets/kubernetes.io/serviceaccount/token"); err == nil {
+		t.Skip("this machine has a service account token")
+	}
+	t.Setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "443")
+	_, err = Start(Config{Provider: ProviderK8s})
+	if err == nil || !strings.Contains(err.Error(), "the k8s provider runs only inside a Kubernetes pod") ||
+		!strings.Contains(err.Error(), "serviceaccount/token") {
+		t.Errorf("k8s without a token: %v", err)
 	}
 }
 
