@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -98,7 +99,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxConns := fs.Int("max-conns", 0, "most open connections; more wait in the listen backlog (0 = three quarters of the open file limit)")
 	stall := fs.Duration("stream-stall-timeout", 30*time.Second, "cancel a stream whose client reads nothing for this long")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cut")
-	clusterProvider := fs.String("cluster-provider", "", "join a troupe cluster through this membership provider: automanaged (every member polls --cluster-peers); default: none, a single process")
+	clusterProvider := fs.String("cluster-provider", "", "join a troupe cluster through this membership provider: automanaged (every member polls --cluster-peers), etcd (members hold leased keys in --etcd-endpoints) or k8s (in a pod: members label their pods; see deploy/k8s); default: none, a single process")
+	etcdEndpoints := fs.String("etcd-endpoints", "", "cluster, etcd provider: etcd client URLs or host:port, comma-separated")
+	etcdPrefix := fs.String("etcd-prefix", "/troupe", "cluster, etcd provider: the key prefix members register under")
 	clusterPeers := fs.String("cluster-peers", "", "cluster: every member's provider host:port, this one's included, comma-separated")
 	clusterProviderPort := fs.Int("cluster-provider-port", 0, "cluster: this member's provider port (automanaged: a health endpoint on every interface), as --cluster-peers names it")
 	clusterHost := fs.String("cluster-host", "127.0.0.1", "cluster: where this member's remote (gRPC) listens")
@@ -199,10 +202,14 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch {
 	case *clusterProvider == "" && (len(peers) > 0 || *gatewayOnly || set["cluster-provider-port"] || set["cluster-port"] || set["cluster-advertise"]):
 		return errors.New("serve: --cluster-peers, --cluster-provider-port, --cluster-port, --cluster-advertise and --gateway need --cluster-provider")
-	case *clusterProvider != "" && *clusterProvider != "automanaged":
-		return fmt.Errorf("serve: --cluster-provider %q: only automanaged is supported yet", *clusterProvider)
-	case *clusterProvider != "" && (len(peers) == 0 || *clusterProviderPort < 1 || *clusterProviderPort > 65535):
+	case *clusterProvider != "" && !slices.Contains(node.Providers, *clusterProvider):
+		return fmt.Errorf("serve: --cluster-provider %q: want one of %s", *clusterProvider, strings.Join(node.Providers, ", "))
+	case *clusterProvider == node.ProviderAutomanaged && (len(peers) == 0 || *clusterProviderPort < 1 || *clusterProviderPort > 65535):
 		return errors.New("serve: --cluster-provider automanaged needs --cluster-peers and --cluster-provider-port")
+	case *clusterProvider == node.ProviderEtcd && len(node.SplitList(*etcdEndpoints)) == 0:
+		return errors.New("serve: --cluster-provider etcd needs --etcd-endpoints")
+	case *clusterProvider != node.ProviderEtcd && set["etcd-endpoints"]:
+		return errors.New("serve: --etcd-endpoints applies to --cluster-provider etcd")
 	case *clusterPort < 0 || *clusterPort > 65535:
 		return errors.New("serve: --cluster-port must be in 0..65535")
 	}
@@ -229,7 +236,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *clusterProvider != "" {
 		// A gateway given no model takes the assets from a replica.
 		member, err := startMember(ctx, opts, node.Config{ClusterName: *clusterName, Host: *clusterHost, Port: *clusterPort,
-			Advertise: *clusterAdvertise, ProviderPort: *clusterProviderPort, Peers: peers, Logger: log}, *gatewayOnly, !set["model"])
+			Advertise: *clusterAdvertise, ProviderPort: *clusterProviderPort, Peers: peers, Logger: log,
+			Provider: *clusterProvider, Etcd: node.EtcdConfig{Endpoints: node.SplitList(*etcdEndpoints), BasePath: *etcdPrefix}},
+			*gatewayOnly, !set["model"])
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
@@ -296,7 +305,9 @@ func serveUsage(fs *flag.FlagSet) {
 		"--host 0.0.0.0 listens on every interface (default: this machine only).\n"+
 		"Aliases: -m for --model, -c and --ctx-size for --max-model-len.\n"+
 		"Cluster: --cluster-provider automanaged joins the members named by\n"+
-		"--cluster-peers (each member's provider host:port); a member serves its\n"+
+		"--cluster-peers (each member's provider host:port), etcd the members\n"+
+		"registered in --etcd-endpoints, k8s the pods of its namespace (see\n"+
+		"deploy/k8s); a member serves its\n"+
 		"model (a replica), or with --gateway routes every request to a replica\n"+
 		"(it takes the tokenizer and chat template from one unless --model is\n"+
 		"given). GET /v1/cluster shows the members.\n\nflags:\n")

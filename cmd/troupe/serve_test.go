@@ -361,7 +361,9 @@ func TestServeClusterFlags(t *testing.T) {
 	}{
 		{[]string{"--gateway"}, "need --cluster-provider"},
 		{[]string{"--cluster-peers", "127.0.0.1:7001"}, "need --cluster-provider"},
-		{[]string{"--cluster-provider", "etcd"}, "only automanaged"},
+		{[]string{"--cluster-provider", "zk"}, "want one of automanaged, etcd, k8s"},
+		{[]string{"--cluster-provider", "etcd"}, "needs --etcd-endpoints"},
+		{[]string{"--cluster-provider", "automanaged", "--cluster-peers", "a:1", "--cluster-provider-port", "1", "--etcd-endpoints", "127.0.0.1:2379"}, "applies to --cluster-provider etcd"},
 		{[]string{"--cluster-provider", "automanaged", "--cluster-provider-port", "7001"}, "needs --cluster-peers"},
 		{[]string{"--cluster-provider", "automanaged", "--cluster-peers", "127.0.0.1:7001"}, "needs --cluster-peers and --cluster-provider-port"},
 		{[]string{"--cluster-provider", "automanaged", "--cluster-peers", "a:1", "--cluster-provider-port", "1", "--cluster-port", "70000"}, "--cluster-port"},
@@ -371,8 +373,10 @@ func TestServeClusterFlags(t *testing.T) {
 			t.Errorf("%v: error %v, want one with %q", c.args, err, c.want)
 		}
 	}
+	// Outside a pod the k8s provider cannot start, and says why.
 	t.Setenv("TROUPE_CLUSTER_PROVIDER", "k8s")
-	if _, err := runCLI(t, "serve", "--port", "0"); err == nil || !strings.Contains(err.Error(), `"k8s"`) {
-		t.Errorf("TROUPE_CLUSTER_PROVIDER=k8s: error %v, want the provider refused", err)
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	if _, err := runCLI(t, "serve", "--port", "0", "--threads", "1", "--kv-budget", "8MiB"); err == nil || !strings.Contains(err.Error(), "only inside a Kubernetes pod") {
+		t.Errorf("TROUPE_CLUSTER_PROVIDER=k8s outside a pod: error %v, want the provider's explanation", err)
 	}
 }
