@@ -38,7 +38,11 @@ type Attached struct {
 // (the last ClusterTopology the member published, which the gossip actor
 // keeps under cluster.TopologyKey): the pinned MemberList has no
 // synchronised accessor, and a provider publishes a topology only when it
-// changes. Later topologies come from the event stream, as in Start.
+// changes. Later topologies come from the event stream, as in Start. One
+// gap is left: a topology whose publication has already listed the event
+// stream's subscribers when Attach subscribes, but has not yet reached the
+// gossip actor when Attach reads it, is in neither; the members it changed
+// are seen at the next change of the topology.
 func Attach(system *actor.ActorSystem, c *cluster.Cluster, cfg Config) (*Attached, error) {
 	if system == nil || c == nil || c.ActorSystem != system {
 		return nil, errors.New("cluster node: attach needs the host's actor system and its cluster")
