@@ -228,8 +228,13 @@ func TestClusterDrain(t *testing.T) {
 	if _, _, err := postChat(gw.url, chatBody(1, "after the drain")); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("SIGTERM: draining on the gateway after %v; stream ended (%d tokens) after %v; replica exited after %v; dropped by the gateway after %v",
-		seen.Round(time.Millisecond), end.tokens, end.at.Sub(sigterm).Round(time.Millisecond), exited.Round(time.Millisecond), dropped.Round(time.Millisecond))
+	drained, ok := logTime(victim.out.String(), "drained: the jobs routed here have ended")
+	if !ok {
+		t.Fatal("the replica's drain log has no time")
+	}
+	t.Logf("SIGTERM: draining on the gateway after %v; stream ended (%d tokens) after %v; drained after %v; replica exited after %v; dropped by the gateway after %v",
+		seen.Round(time.Millisecond), end.tokens, end.at.Sub(sigterm).Round(time.Millisecond), drained.Sub(sigterm).Round(time.Millisecond),
+		exited.Round(time.Millisecond), dropped.Round(time.Millisecond))
 }
 
 // TestClusterSlowJoin: the capability gate with a replica that joins a
@@ -260,6 +265,7 @@ func TestClusterSlowJoin(t *testing.T) {
 	}) {
 		t.Fatalf("the gateway never saw replica A answer: %+v", view)
 	}
+	seenLoading := time.Now()
 	if s := view.stateOf(a.remote); s != "loading" || view.routable() != 1 {
 		t.Fatalf("the gateway first saw replica A %q with %d routable: want loading, 1 (the 3s load was over too soon to tell)", s, view.routable())
 	}
@@ -302,7 +308,8 @@ func TestClusterSlowJoin(t *testing.T) {
 	loaded, ok1 := logTime(a.out.String(), `msg="model ready"`)
 	routable, ok2 := logTime(gw.out.String(), `msg="cluster node: replica routable"`, "member="+av.Self)
 	if ok1 && ok2 {
-		t.Logf("replica A: model ready to routable on the gateway: %v", routable.Sub(loaded).Round(time.Millisecond))
+		t.Logf("replica A: seen loading on the gateway for %v; model ready to routable on the gateway: %v",
+			loaded.Sub(seenLoading).Round(time.Millisecond), routable.Sub(loaded).Round(time.Millisecond))
 	} else {
 		t.Errorf("no log of A's load end (%v) or of its routability on the gateway (%v)", ok1, ok2)
 	}
