@@ -155,8 +155,11 @@ func (*CapabilityQuery) Descriptor() ([]byte, []int) {
 }
 
 // CapabilityUnknown answers a CapabilityQuery before the model is loaded.
+// A cluster member that serves no model (a gateway) answers with
+// serves_no_model set: it never will, and is not asked again.
 type CapabilityUnknown struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	ServesNoModel bool                   `protobuf:"varint,1,opt,name=serves_no_model,json=servesNoModel,proto3" json:"serves_no_model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -189,6 +192,13 @@ func (x *CapabilityUnknown) ProtoReflect() protoreflect.Message {
 // Deprecated: Use CapabilityUnknown.ProtoReflect.Descriptor instead.
 func (*CapabilityUnknown) Descriptor() ([]byte, []int) {
 	return file_actors_messages_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CapabilityUnknown) GetServesNoModel() bool {
+	if x != nil {
+		return x.ServesNoModel
+	}
+	return false
 }
 
 // LoadStatus reports the ModelActor's load phase.
@@ -1295,6 +1305,46 @@ func (x *ModelAssets) GetError() string {
 	return ""
 }
 
+// Draining tells the other members of a cluster that the sending replica
+// is leaving: it takes no new jobs (it is no longer routable), finishes
+// the ones it runs, then leaves. A draining replica answers a
+// CapabilityQuery with it too.
+type Draining struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Draining) Reset() {
+	*x = Draining{}
+	mi := &file_actors_messages_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Draining) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Draining) ProtoMessage() {}
+
+func (x *Draining) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_messages_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Draining.ProtoReflect.Descriptor instead.
+func (*Draining) Descriptor() ([]byte, []int) {
+	return file_actors_messages_proto_rawDescGZIP(), []int{18}
+}
+
 var File_actors_messages_proto protoreflect.FileDescriptor
 
 const file_actors_messages_proto_rawDesc = "" +
@@ -1304,8 +1354,9 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\x0esnapshot_reuse\x18\x01 \x01(\bR\rsnapshotReuse\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\"\x0f\n" +
 	"\rCapabilityAck\"\x11\n" +
-	"\x0fCapabilityQuery\"\x13\n" +
-	"\x11CapabilityUnknown\"\x11\n" +
+	"\x0fCapabilityQuery\";\n" +
+	"\x11CapabilityUnknown\x12&\n" +
+	"\x0fserves_no_model\x18\x01 \x01(\bR\rservesNoModel\"\x11\n" +
 	"\x0fLoadStatusQuery\"N\n" +
 	"\n" +
 	"LoadStatus\x12\x14\n" +
@@ -1415,7 +1466,9 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\n" +
 	"FilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01B$Z\"github.com/troupe-ai/troupe/actorsb\x06proto3"
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\n" +
+	"\n" +
+	"\bDrainingB$Z\"github.com/troupe-ai/troupe/actorsb\x06proto3"
 
 var (
 	file_actors_messages_proto_rawDescOnce sync.Once
@@ -1429,7 +1482,7 @@ func file_actors_messages_proto_rawDescGZIP() []byte {
 	return file_actors_messages_proto_rawDescData
 }
 
-var file_actors_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_actors_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_actors_messages_proto_goTypes = []any{
 	(*CapabilityReady)(nil),   // 0: troupe.actors.CapabilityReady
 	(*CapabilityAck)(nil),     // 1: troupe.actors.CapabilityAck
@@ -1449,12 +1502,13 @@ var file_actors_messages_proto_goTypes = []any{
 	(*CacheProbeResult)(nil),  // 15: troupe.actors.CacheProbeResult
 	(*ModelAssetsQuery)(nil),  // 16: troupe.actors.ModelAssetsQuery
 	(*ModelAssets)(nil),       // 17: troupe.actors.ModelAssets
-	nil,                       // 18: troupe.actors.ModelAssets.FilesEntry
+	(*Draining)(nil),          // 18: troupe.actors.Draining
+	nil,                       // 19: troupe.actors.ModelAssets.FilesEntry
 }
 var file_actors_messages_proto_depIdxs = []int32{
 	6,  // 0: troupe.actors.PrefillJob.sampling:type_name -> troupe.actors.SamplingParams
 	8,  // 1: troupe.actors.TokenEvent.top_logprobs:type_name -> troupe.actors.TopLogprob
-	18, // 2: troupe.actors.ModelAssets.files:type_name -> troupe.actors.ModelAssets.FilesEntry
+	19, // 2: troupe.actors.ModelAssets.files:type_name -> troupe.actors.ModelAssets.FilesEntry
 	3,  // [3:3] is the sub-list for method output_type
 	3,  // [3:3] is the sub-list for method input_type
 	3,  // [3:3] is the sub-list for extension type_name
@@ -1473,7 +1527,7 @@ func file_actors_messages_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_actors_messages_proto_rawDesc), len(file_actors_messages_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

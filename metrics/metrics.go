@@ -35,6 +35,12 @@
 //	route_decisions_total{reason}       a cluster gateway's routing decisions (cluster/route): prefix-hit,
 //	                                    sticky, least-load, round-robin; a retry on another replica
 //	                                    after one failed before its first token counts again
+//	route_retries_total                 jobs a cluster gateway routed again because their replica
+//	                                    failed before the first token (it left, or it is draining)
+//	cluster_replicas{state}             a cluster member's view of the replicas: routable, loading
+//	                                    (a member whose model is not ready), draining (leaving after
+//	                                    its jobs end); members not answered yet and gateways are not
+//	                                    counted. Every member exports it (serve with a cluster)
 //	scheduler_steps_total               engine steps run by the scheduler
 //	scheduler_stall_seconds             how long queued work has waited for the next engine
 //	                                    step (0 when idle; grows only while the engine is stuck
@@ -78,6 +84,7 @@ type Metrics struct {
 	Preemptions     prometheus.Counter
 	HistoryRenders  *prometheus.CounterVec
 	RouteDecisions  *prometheus.CounterVec
+	RouteRetries    prometheus.Counter
 
 	CacheLookups, CacheHits, CachedTokens, CacheInserts prometheus.Counter
 	CacheEvictions, CacheSupersedes, CacheWarmUps       prometheus.Counter
@@ -121,6 +128,8 @@ func New() *Metrics {
 	}
 	m.RouteDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "troupe_route_decisions_total",
 		Help: "Routing decisions of a cluster gateway by reason: prefix-hit, sticky, least-load, round-robin."}, []string{"reason"})
+	m.RouteRetries = prometheus.NewCounter(prometheus.CounterOpts{Name: "troupe_route_retries_total",
+		Help: "Jobs a cluster gateway routed again because their replica failed before the first token."})
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: "troupe_prompt_cache_" + name, Help: help})
 	}
@@ -135,7 +144,7 @@ func New() *Metrics {
 		Help: "Snapshot-cache misses by reason."}, []string{"reason"})
 	r.MustRegister(m.Requests, m.TTFT, m.InterToken, m.QueueDepth, m.Running, m.KVPagesUsed, m.KVPagesFree,
 		m.StateSlotsUsed, m.StateSlotsFree, m.KVBudget, m.KVPoolBytes, m.KVBytesInUse, m.SnapshotBudget, m.SnapshotBytes,
-		m.PromptTokens, m.GeneratedTokens, m.Preemptions, m.HistoryRenders, m.RouteDecisions,
+		m.PromptTokens, m.GeneratedTokens, m.Preemptions, m.HistoryRenders, m.RouteDecisions, m.RouteRetries,
 		m.CacheLookups, m.CacheHits, m.CachedTokens, m.CacheInserts, m.CacheEvictions, m.CacheSupersedes, m.CacheWarmUps, m.CacheMisses,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, o := range []string{Rendered, FailOpen, SkippedDense} {
@@ -170,4 +179,29 @@ func (m *Metrics) WatchScheduler(h Heartbeat, limit time.Duration) {
 				return 0
 			}),
 	)
+}
+
+// Replica states of troupe_cluster_replicas.
+var ClusterStates = []string{"routable", "loading", "draining"}
+
+// WatchCluster exports troupe_cluster_replicas{state}: the number of
+// replicas in each of ClusterStates, as count reports them when scraped
+// (a state count omits counts as 0).
+func (m *Metrics) WatchCluster(count func() map[string]int) {
+	m.Registry.MustRegister(&clusterCollector{count: count, desc: prometheus.NewDesc("troupe_cluster_replicas",
+		"Replicas of the cluster by state, as this member sees them: routable, loading, draining.", []string{"state"}, nil)})
+}
+
+type clusterCollector struct {
+	count func() map[string]int
+	desc  *prometheus.Desc
+}
+
+func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	n := c.count()
+	for _, s := range ClusterStates {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n[s]), s)
+	}
 }

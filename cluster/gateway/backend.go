@@ -63,6 +63,11 @@ type MemberStatus struct {
 	// or "snapshot"; "" when not known.
 	Capability string `json:"capability,omitempty"`
 	Routable   bool   `json:"routable"`
+	// State is what this node knows the member to be: routable,
+	// loading (a replica whose model is not ready), draining (leaving
+	// once its jobs end), gateway (serves no model), or unknown (it has
+	// not answered yet).
+	State string `json:"state"`
 	// Load is a routable replica's scheduler state, asked for now; nil
 	// when it did not answer.
 	Load  *Load  `json:"load,omitempty"`
@@ -91,7 +96,7 @@ func Status(ctx context.Context, n *node.Node) ClusterStatus {
 	var wg sync.WaitGroup
 	for i, m := range v.Members {
 		ms := &st.Members[i]
-		*ms = MemberStatus{ID: m.ID, Address: m.Address, Self: m.Self, Since: m.Since.UTC().Format(time.RFC3339)}
+		*ms = MemberStatus{ID: m.ID, Address: m.Address, Self: m.Self, State: string(m.State), Since: m.Since.UTC().Format(time.RFC3339)}
 		r, ok := v.Replica(m.ID)
 		if !ok {
 			continue

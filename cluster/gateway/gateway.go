@@ -25,10 +25,11 @@
 // # Retries
 //
 // A job whose replica fails before anything of it reached the caller (the
-// replica left the cluster or serves no model: an "error" event with
-// Unavailable set as its first event) is routed again, excluding the
+// replica left the cluster, serves no model, or is draining and took
+// no new job: an "error" event with Unavailable set as its first event) is routed again, excluding the
 // replicas that failed, at most Config.MaxAttempts times in all. A stream
-// that has delivered an event ends with the replica's error event.
+// that has delivered an event ends with the replica's error event. Each
+// retry counts in troupe_route_retries_total.
 package gateway
 
 import (
@@ -57,7 +58,8 @@ type Config struct {
 	// MaxAttempts is how many replicas one job may be sent to (retries
 	// after a replica failed before its first event); 0 means 3.
 	MaxAttempts int
-	// Metrics, when set, counts the decisions (troupe_route_decisions_total).
+	// Metrics, when set, counts the decisions (troupe_route_decisions_total)
+	// and the retries (troupe_route_retries_total).
 	Metrics *metrics.Metrics
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
@@ -143,6 +145,9 @@ func (g *Gateway) run(ctx context.Context, job *actors.PrefillJob, out chan<- *a
 		}
 		g.cfg.Logger.Warn("cluster gateway: replica failed before the first event, routing again",
 			"request", job.RequestId, "replica", r.MemberID)
+		if m := g.cfg.Metrics; m != nil {
+			m.RouteRetries.Inc()
+		}
 		exclude = append(exclude, r.MemberID)
 	}
 }

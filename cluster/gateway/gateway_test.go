@@ -158,6 +158,9 @@ func TestDispatchRetriesBeforeTheFirstEvent(t *testing.T) {
 	if n := testutil.CollectAndCount(m.RouteDecisions); n != 2 {
 		t.Fatalf("%d decision reasons counted, want prefix-hit then least-load", n)
 	}
+	if n := testutil.ToFloat64(m.RouteRetries); n != 1 {
+		t.Fatalf("troupe_route_retries_total %v, want 1", n)
+	}
 }
 
 func TestDispatchDoesNotRetryAStreamThatStarted(t *testing.T) {

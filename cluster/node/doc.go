@@ -18,9 +18,23 @@
 //     every other member, to members that join later, and to any member
 //     that asks (a CapabilityQuery answered by a Request, so that the
 //     answer's sender names the replica);
-//   - on a gateway, asks every member whose capability it has not seen
-//     yet, when it joins and every Config.QueryInterval after, so neither
-//     start-up order nor a lost message leaves a replica unseen;
+//   - asks every member whose capability it has not seen yet, when it
+//     joins and every Config.QueryInterval after, so neither start-up
+//     order nor a lost message leaves a replica unseen. A gateway answers
+//     such a query once with CapabilityUnknown{serves_no_model}, a
+//     draining replica with Draining, and neither is asked again (gateways
+//     used to be asked by every other member twice a second, for good);
+//     a loading replica answers CapabilityUnknown and is asked again.
+//     View.Members carries what each member is (MemberState: unknown,
+//     loading, routable, draining, gateway);
+//   - on a replica, drains (Node.Drain, serve on SIGTERM/SIGINT): it
+//     tells every member Draining, which takes it out of their
+//     View.Replicas at once (it leaves the routable set before the
+//     cluster), refuses new jobs with an Unavailable error before any
+//     token (a gateway that had already picked it routes the job again),
+//     and Drain returns once the jobs forwarded to it have ended, bounded
+//     by the caller's deadline (serve's --shutdown-timeout); the member
+//     then leaves with Close;
 //   - on a replica, hands PrefillJob, CancelJob, StatsQuery and CacheProbe
 //     to the local SchedulerActor with Forward, which keeps the original
 //     sender: the scheduler answers (and streams TokenEvents to) the

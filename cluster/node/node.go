@@ -239,6 +239,30 @@ func (n *Node) Endpoint() *actor.PID { return n.endpoint }
 // the members and of their capabilities. It is replaced, never changed.
 func (n *Node) View() *View { return n.view.Load() }
 
+// Drain makes a replica leave the routable set before it leaves the
+// cluster: it tells every other member (Draining), so gateways route
+// elsewhere, refuses new jobs as Unavailable (a gateway that had already
+// picked it routes the job again), and returns once the jobs forwarded to
+// it have ended, or with ctx's error when ctx ends first (Close then cuts
+// the rest). On a gateway it returns at once. Close follows; the member
+// stays in the cluster until then.
+func (n *Node) Drain(ctx context.Context) error {
+	done := make(chan struct{})
+	timeout := 5 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(d), time.Millisecond)
+	}
+	if _, err := n.system.Root.RequestFuture(n.endpoint, &startDrain{done: done}, timeout).Result(); err != nil {
+		return fmt.Errorf("cluster node: drain: %w", err)
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Close leaves the cluster gracefully and stops the model's pipeline. The
 // pinned cluster's graceful shutdown waits about two seconds.
 func (n *Node) Close() {

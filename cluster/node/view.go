@@ -27,6 +27,8 @@ type Member struct {
 	ID      string
 	Address string // remote host:port
 	Self    bool
+	// State is what this node knows the member to be.
+	State MemberState
 	// Since is when this node's provider first reported the member.
 	Since time.Time
 }
@@ -66,4 +68,37 @@ func (v *View) Replica(id string) (Replica, bool) {
 		}
 	}
 	return Replica{}, false
+}
+
+// MemberState is what a node knows a member to be.
+type MemberState string
+
+// Member states.
+const (
+	// StateUnknown: the member has not answered a CapabilityQuery yet.
+	StateUnknown MemberState = "unknown"
+	// StateLoading: a replica whose model is not ready (not routable).
+	StateLoading MemberState = "loading"
+	// StateRoutable: a replica whose CapabilityReady this node has seen
+	// (it is in View.Replicas).
+	StateRoutable MemberState = "routable"
+	// StateDraining: a replica that is leaving (its Draining has arrived):
+	// it finishes its jobs but takes no new ones; not routable.
+	StateDraining MemberState = "draining"
+	// StateGateway: a member that serves no model; it is not asked for
+	// its capability again.
+	StateGateway MemberState = "gateway"
+)
+
+// ReplicaStates counts the members that serve (or will serve) a model by
+// state: StateRoutable, StateLoading and StateDraining, each present
+// (zero included). Members not known yet and gateways are not counted.
+func (v *View) ReplicaStates() map[MemberState]int {
+	c := map[MemberState]int{StateRoutable: 0, StateLoading: 0, StateDraining: 0}
+	for _, m := range v.Members {
+		if _, ok := c[m.State]; ok {
+			c[m.State]++
+		}
+	}
+	return c
 }

@@ -41,6 +41,7 @@ func startMember(ctx context.Context, opts troupe.Options, cfg node.Config, gate
 			n.Close()
 			return nil, fmt.Errorf("assets server: %w", err)
 		}
+		watchReplicas(rt, n)
 		return &member{node: n, rt: rt}, nil
 	}
 	n, err := node.Start(cfg)
@@ -63,6 +64,7 @@ func startMember(ctx context.Context, opts troupe.Options, cfg node.Config, gate
 	}
 	// Before the first request: the served name is the runtime's.
 	g.Attach(m.rt.Name(), m.rt.Metrics())
+	watchReplicas(m.rt, n)
 	sctx, stop := context.WithCancel(context.Background())
 	m.stop = stop
 	go gateway.ShareCapability(sctx, n, m.rt, 500*time.Millisecond)
@@ -103,6 +105,33 @@ func (m *member) fetchAssets(ctx context.Context, opts *troupe.Options, log *slo
 		opts.ChatTemplate = override
 	}
 	return nil
+}
+
+// watchReplicas exports n's view of the replicas by state in rt's
+// metrics (troupe_cluster_replicas{state}).
+func watchReplicas(rt *troupe.Runtime, n *node.Node) {
+	rt.Metrics().WatchCluster(func() map[string]int {
+		c := map[string]int{}
+		for s, k := range n.View().ReplicaStates() {
+			c[string(s)] = k
+		}
+		return c
+	})
+}
+
+// drain makes a replica leave the routable set and waits, until ctx ends,
+// for the jobs gateways routed to it (node.Drain); nothing on a gateway.
+func (m *member) drain(ctx context.Context, log *slog.Logger) {
+	if m.own {
+		return
+	}
+	began := time.Now()
+	if err := m.node.Drain(ctx); err != nil {
+		log.Warn("cluster: drain: jobs routed here still running; leaving the cluster cuts them", "err", err,
+			"after", time.Since(began).Round(time.Millisecond))
+		return
+	}
+	log.Info("cluster: drained: the jobs routed here have ended", "took", time.Since(began).Round(time.Millisecond))
 }
 
 func (m *member) close() {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,14 +41,17 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// runServeChild runs cmdServe until its stdin closes (the parent ended).
+// runServeChild runs cmdServe until its stdin closes (the parent ended)
+// or it gets SIGTERM, as troupe's main does.
 func runServeChild(args string) int {
 	var argv []string
 	if err := json.Unmarshal([]byte(args), &argv); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	sig, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithCancel(sig)
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		cancel()
@@ -133,7 +137,7 @@ func checkChildRaces(t *testing.T, name, out string) {
 	for _, block := range strings.Split(out, "WARNING: DATA RACE")[1:] {
 		block, _, _ = strings.Cut(block, "==================")
 		access, _, _ := strings.Cut(block, "\nGoroutine ")
-		if strings.Contains(access, "github.com/troupe-ai/troupe/") {
+		if strings.Contains(access, "github.com/troupe-ai/troupe/") && !upstreamShutdownRace(access) {
 			t.Errorf("the %s process reported a data race in troupe's code:%s", name, block)
 			continue
 		}
@@ -168,6 +172,8 @@ type clusterView struct {
 		Model      string `json:"model"`
 		Capability string `json:"capability"`
 		Routable   bool   `json:"routable"`
+		State      string `json:"state"`
+		Self       bool   `json:"self"`
 		Load       *struct {
 			Waiting int `json:"waiting"`
 			Running int `json:"running"`
@@ -498,4 +504,33 @@ func metricValue(text, series string) float64 {
 		}
 	}
 	return -1
+}
+
+// upstreamShutdownRace says whether a race report is one of the pinned
+// protoactor-go's shutdown flags (as cluster/node's test of the same name
+// tells them): one access is inside protoactor under Cluster.Shutdown,
+// which Node.Close calls (hence troupe's frames in its stack), the other
+// is made by a goroutine of protoactor's own (remote's endpoint writer,
+// seen once a member has left) with no frame of troupe's.
+func upstreamShutdownRace(access string) bool {
+	const upstream = "github.com/asynkron/protoactor-go/"
+	a, b, ok := strings.Cut(access, "\nPrevious ")
+	if !ok {
+		return false
+	}
+	first := func(s string) string {
+		for _, l := range strings.Split(s, "\n")[1:] {
+			if l = strings.TrimSpace(l); l != "" {
+				return l
+			}
+		}
+		return ""
+	}
+	shutdown := func(s string) bool {
+		return strings.HasPrefix(first(s), upstream) && strings.Contains(s, upstream+"cluster.(*Cluster).Shutdown()")
+	}
+	theirs := func(s string) bool {
+		return strings.HasPrefix(first(s), upstream) && !strings.Contains(s, "github.com/troupe-ai/troupe/")
+	}
+	return (shutdown(a) && theirs(b)) || (shutdown(b) && theirs(a))
 }

@@ -233,6 +233,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	var rt *troupe.Runtime
 	var clusterStatus func(context.Context) any
+	var cm *member // the cluster member, if any
 	if *clusterProvider != "" {
 		// A gateway given no model takes the assets from a replica.
 		member, err := startMember(ctx, opts, node.Config{ClusterName: *clusterName, Host: *clusterHost, Port: *clusterPort,
@@ -243,7 +244,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("serve: %w", err)
 		}
 		defer member.close()
-		rt = member.rt
+		rt, cm = member.rt, member
 		clusterStatus = func(ctx context.Context) any { return gateway.Status(ctx, member.node) }
 	} else {
 		var err error
@@ -285,9 +286,23 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("serve: the model failed to load: %s", cause)
 	case <-ctx.Done():
 		log.Info("shutting down: finishing in-flight requests", "timeout", *shutdownTimeout)
+		// A replica of a cluster first leaves the routable set, then
+		// finishes the jobs gateways routed to it as this server finishes
+		// its own requests, within the same timeout; it leaves the
+		// cluster after (the deferred close).
+		drained := make(chan struct{})
+		go func() {
+			defer close(drained)
+			if cm != nil {
+				dctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
+				defer cancel()
+				cm.drain(dctx, log)
+			}
+		}()
 		if err := srv.Shutdown(*shutdownTimeout); err != nil {
 			log.Warn("shutdown", "err", err)
 		}
+		<-drained
 		return nil
 	}
 }
