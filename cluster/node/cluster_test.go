@@ -1,11 +1,12 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/troupe-ai/troupe/internal/racereport"
+	"github.com/troupe-ai/troupe/internal/syncbuf"
 	"io"
 	"log/slog"
 	"os"
@@ -14,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -379,29 +379,11 @@ func runOrphan() error {
 	return nil
 }
 
-// syncBuffer collects a child's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // child is a member process.
 type child struct {
 	name   string
 	cmd    *exec.Cmd
-	out    syncBuffer
+	out    syncbuf.Buffer
 	stdin  io.WriteCloser
 	exited chan struct{}
 }
@@ -435,39 +417,10 @@ func startChild(t *testing.T, role string, env ...string) *child {
 }
 
 // checkRaces fails the test on a race report in a child's output whose
-// racing accesses run through this module's code. The pinned protoactor-go
-// races with itself in every member, whatever this package does (doc.go):
-// remote.BlockList reads its member set without the lock its writers take,
-// and the GossipActor changes gossip state that an endpoint writer is
-// still marshalling. Those reports (no frame of this module in either
-// access) are counted and logged, not failed, and so are protoactor's
-// shutdown flags written under Node.Close while a goroutine of
-// protoactor's own reads them (upstreamShutdownRace).
-func checkRaces(t *testing.T, name, out string) {
-	upstream := map[string]int{}
-	for _, block := range strings.Split(out, "WARNING: DATA RACE")[1:] {
-		block, _, _ = strings.Cut(block, "==================")
-		access, _, _ := strings.Cut(block, "\nGoroutine ")
-		if strings.Contains(access, "github.com/troupe-ai/troupe/") && !upstreamShutdownRace(access) {
-			t.Errorf("the %s process reported a data race in troupe's code:%s", name, block)
-			continue
-		}
-		upstream[firstFrame(access)]++
-	}
-	for frame, n := range upstream {
-		t.Logf("the %s process reported %d race(s) inside the pinned protoactor-go (at %s)", name, n, frame)
-	}
-}
-
-// firstFrame is the first function named in a race report's access stack.
-func firstFrame(access string) string {
-	for _, line := range strings.Split(access, "\n") {
-		line = strings.TrimSpace(line)
-		if strings.HasSuffix(line, ")") && strings.Contains(line, ".") && !strings.Contains(line, " ") {
-			return line
-		}
-	}
-	return "?"
+// racing accesses run through troupe's code (racereport).
+func checkRaces(t *testing.T, name, out string, also ...string) {
+	t.Helper()
+	racereport.Check(t, name, out, also...)
 }
 
 // TestPrefillAcrossNodes: a gateway (no model) and a replica (the demo

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"github.com/troupe-ai/troupe/internal/syncbuf"
 	"io"
 	"log/slog"
 	"net/http"
@@ -114,7 +115,7 @@ func startEtcd(t *testing.T) string {
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 		"--initial-cluster", "troupe-test="+peer, "--log-level", "warn")
-	var out syncBuffer
+	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -252,87 +253,6 @@ func TestEtcdProvider(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Error("gateway-2 did not exit after closing")
-	}
-}
-
-// upstreamShutdownRace says whether a race report is one of the pinned
-// protoactor-go's shutdown flags: one access is inside protoactor, under
-// Cluster.Shutdown (which Node.Close calls, hence troupe's frames in its
-// stack: the etcd provider's Shutdown, remote's endpointManager.stop),
-// and the other is made by a goroutine of protoactor's own (the etcd
-// provider's keep-alive or watch, remote's endpoint writer) with no frame
-// of troupe's. Nothing troupe does can order the two; a race with one of
-// troupe's own goroutines is not excused.
-func upstreamShutdownRace(access string) bool {
-	const upstream = "github.com/asynkron/protoactor-go/"
-	a, b, ok := strings.Cut(access, "\nPrevious ")
-	if !ok {
-		return false
-	}
-	shutdown := func(s string) bool {
-		return strings.HasPrefix(firstFrame(s), upstream) &&
-			strings.Contains(s, upstream+"cluster.(*Cluster).Shutdown()")
-	}
-	theirs := func(s string) bool {
-		return strings.HasPrefix(firstFrame(s), upstream) && !strings.Contains(s, "github.com/troupe-ai/troupe/")
-	}
-	return (shutdown(a) && theirs(b)) || (shutdown(b) && theirs(a))
-}
-
-func TestUpstreamShutdownRace(t *testing.T) {
-	const etcdFlag = `
-Write at 0x00c000207861 by main goroutine:
-  github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd.(*Provider).Shutdown()
-      /x/etcd_provider.go:117 +0x44
-  github.com/asynkron/protoactor-go/cluster.(*Cluster).Shutdown()
-      /x/cluster.go:145 +0x172
-  github.com/troupe-ai/troupe/cluster/node.(*Node).Close()
-      /x/node.go:242 +0x19c
-
-Previous read at 0x00c000207861 by goroutine 39:
-  github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd.(*Provider).keepAliveForever()
-      /x/etcd_provider.go:168 +0x74f
-  github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd.(*Provider).startKeepAlive.func1()
-      /x/etcd_provider.go:183 +0xcc
-`
-	const remoteFlag = `
-Write at 0x00c00037a700 by main goroutine:
-  github.com/asynkron/protoactor-go/remote.(*endpointManager).stop()
-      /x/endpoint_manager.go:115 +0x405
-  github.com/asynkron/protoactor-go/remote.(*Remote).Shutdown()
-      /x/server.go:92 +0x95
-  github.com/asynkron/protoactor-go/cluster.(*Cluster).Shutdown()
-      /x/cluster.go:154 +0x22e
-  github.com/troupe-ai/troupe/cluster/node.(*Node).Close()
-      /x/node.go:247 +0x19c
-
-Previous read at 0x00c00037a700 by goroutine 459:
-  github.com/asynkron/protoactor-go/remote.(*endpointManager).removeEndpoint()
-      /x/endpoint_manager.go:248 +0x73
-  github.com/asynkron/protoactor-go/eventstream.(*EventStream).Publish()
-      /x/eventstream.go:108 +0x2c6
-`
-	for name, report := range map[string]string{"etcd provider": etcdFlag, "remote": remoteFlag} {
-		if !upstreamShutdownRace(report) {
-			t.Errorf("the %s shutdown-flag race was not recognised", name)
-		}
-	}
-	// The other access made by troupe's code (a send of troupe's racing
-	// remote's shutdown): troupe's race.
-	troupeRead := strings.Replace(remoteFlag, "      /x/eventstream.go:108 +0x2c6\n",
-		"      /x/eventstream.go:108 +0x2c6\n  github.com/troupe-ai/troupe/cluster/node.(*endpoint).publish()\n      /x/endpoint.go:1 +0x1\n", 1)
-	// The write innermost in troupe's code.
-	troupeWrite := strings.Replace(etcdFlag, "by main goroutine:\n",
-		"by main goroutine:\n  github.com/troupe-ai/troupe/cluster/node.(*Node).Close()\n      /x/node.go:1 +0x1\n", 1)
-	// Not under Cluster.Shutdown.
-	noShutdown := strings.Replace(etcdFlag, "cluster.(*Cluster).Shutdown()", "cluster.(*Cluster).StartMember()", 1)
-	for name, report := range map[string]string{"troupe's read": troupeRead, "troupe's write": troupeWrite, "no shutdown": noShutdown} {
-		if report == etcdFlag || report == remoteFlag {
-			t.Fatalf("%s: the fixture did not change", name)
-		}
-		if upstreamShutdownRace(report) {
-			t.Errorf("%s: taken for an upstream shutdown race", name)
-		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"github.com/troupe-ai/troupe/internal/syncbuf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +21,7 @@ var raceBuild bool
 type exampleProcess struct {
 	name   string
 	cmd    *exec.Cmd
-	out    syncBuffer
+	out    syncbuf.Buffer
 	exited chan struct{}
 }
 
@@ -39,26 +40,12 @@ func startExample(t *testing.T, bin, name string, args ...string) *exampleProces
 			_ = p.cmd.Process.Kill()
 			<-p.exited
 		}
-		checkRaces(t, p.name, p.out.String())
-		checkExampleRaces(t, p.name, p.out.String())
+		checkRaces(t, p.name, p.out.String(), "examples/cluster/main.go")
 		if t.Failed() {
 			t.Logf("%s output:\n%s", p.name, p.out.String())
 		}
 	})
 	return p
-}
-
-// checkExampleRaces fails the test on a race report whose racing accesses
-// run through the example's own code (package main, which checkRaces does
-// not recognise by its import path).
-func checkExampleRaces(t *testing.T, name, out string) {
-	for _, block := range strings.Split(out, "WARNING: DATA RACE")[1:] {
-		block, _, _ = strings.Cut(block, "==================")
-		access, _, _ := strings.Cut(block, "\nGoroutine ")
-		if strings.Contains(access, "examples/cluster/main.go") {
-			t.Errorf("the %s process reported a data race in the example's code:%s", name, block)
-		}
-	}
 }
 
 // exitedOK: the process exited 0, or, under the race detector, with its

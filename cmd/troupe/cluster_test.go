@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/troupe-ai/troupe/internal/racereport"
+	"github.com/troupe-ai/troupe/internal/syncbuf"
 	"io"
 	"log/slog"
 	"net"
@@ -16,7 +18,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -63,31 +64,13 @@ func runServeChild(args string) int {
 	return 0
 }
 
-// lockedBuffer collects a child's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *lockedBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *lockedBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // member is one `troupe serve` child.
 type serveChild struct {
 	name   string
 	url    string // its HTTP server
 	remote string // its cluster remote address
 	cmd    *exec.Cmd
-	out    lockedBuffer
+	out    syncbuf.Buffer
 	stdin  io.WriteCloser
 	exited chan struct{}
 }
@@ -131,21 +114,11 @@ func startServe(t *testing.T, name string, httpPort, remotePort int, args ...str
 }
 
 // checkChildRaces fails on a race report whose racing access runs through
-// troupe's code; the pinned protoactor-go's own races are only counted.
+// troupe's code; the pinned protoactor-go's own races are only logged
+// (racereport).
 func checkChildRaces(t *testing.T, name, out string) {
-	upstream := 0
-	for _, block := range strings.Split(out, "WARNING: DATA RACE")[1:] {
-		block, _, _ = strings.Cut(block, "==================")
-		access, _, _ := strings.Cut(block, "\nGoroutine ")
-		if strings.Contains(access, "github.com/troupe-ai/troupe/") && !upstreamShutdownRace(access) {
-			t.Errorf("the %s process reported a data race in troupe's code:%s", name, block)
-			continue
-		}
-		upstream++
-	}
-	if upstream > 0 {
-		t.Logf("the %s process reported %d race(s) inside the pinned protoactor-go", name, upstream)
-	}
+	t.Helper()
+	racereport.Check(t, name, out)
 }
 
 func freePorts(t *testing.T, n int) []int {
@@ -504,33 +477,4 @@ func metricValue(text, series string) float64 {
 		}
 	}
 	return -1
-}
-
-// upstreamShutdownRace says whether a race report is one of the pinned
-// protoactor-go's shutdown flags (as cluster/node's test of the same name
-// tells them): one access is inside protoactor under Cluster.Shutdown,
-// which Node.Close calls (hence troupe's frames in its stack), the other
-// is made by a goroutine of protoactor's own (remote's endpoint writer,
-// seen once a member has left) with no frame of troupe's.
-func upstreamShutdownRace(access string) bool {
-	const upstream = "github.com/asynkron/protoactor-go/"
-	a, b, ok := strings.Cut(access, "\nPrevious ")
-	if !ok {
-		return false
-	}
-	first := func(s string) string {
-		for _, l := range strings.Split(s, "\n")[1:] {
-			if l = strings.TrimSpace(l); l != "" {
-				return l
-			}
-		}
-		return ""
-	}
-	shutdown := func(s string) bool {
-		return strings.HasPrefix(first(s), upstream) && strings.Contains(s, upstream+"cluster.(*Cluster).Shutdown()")
-	}
-	theirs := func(s string) bool {
-		return strings.HasPrefix(first(s), upstream) && !strings.Contains(s, "github.com/troupe-ai/troupe/")
-	}
-	return (shutdown(a) && theirs(b)) || (shutdown(b) && theirs(a))
 }
