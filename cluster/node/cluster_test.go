@@ -5,8 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/troupe-ai/troupe/internal/racereport"
-	"github.com/troupe-ai/troupe/internal/syncbuf"
+	"github.com/troupe-ai/troupe/internal/childproc"
 	"io"
 	"log/slog"
 	"os"
@@ -380,47 +379,12 @@ func runOrphan() error {
 }
 
 // child is a member process.
-type child struct {
-	name   string
-	cmd    *exec.Cmd
-	out    syncbuf.Buffer
-	stdin  io.WriteCloser
-	exited chan struct{}
-}
+type child struct{ *childproc.Process }
 
 func startChild(t *testing.T, role string, env ...string) *child {
-	c := &child{name: role, cmd: exec.Command(os.Args[0], "-test.run=^$"), exited: make(chan struct{})}
-	c.cmd.Env = append(append(os.Environ(), childEnv+"="+role), env...)
-	c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.out
-	var err error
-	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = c.cmd.Wait(); close(c.exited) }()
-	t.Cleanup(func() {
-		_ = c.stdin.Close()
-		select {
-		case <-c.exited:
-		case <-time.After(10 * time.Second):
-			_ = c.cmd.Process.Kill()
-			<-c.exited
-		}
-		checkRaces(t, c.name, c.out.String())
-		if t.Failed() {
-			t.Logf("%s output:\n%s", c.name, c.out.String())
-		}
-	})
-	return c
-}
-
-// checkRaces fails the test on a race report in a child's output whose
-// racing accesses run through troupe's code (racereport).
-func checkRaces(t *testing.T, name, out string, also ...string) {
-	t.Helper()
-	racereport.Check(t, name, out, also...)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), childEnv+"="+role), env...)
+	return &child{childproc.Start(t, role, cmd, 10*time.Second, nil)}
 }
 
 // TestPrefillAcrossNodes: a gateway (no model) and a replica (the demo
@@ -455,16 +419,16 @@ func TestPrefillAcrossNodes(t *testing.T) {
 	orphan := startChild(t, "orphan", childPortEnv+"="+strconv.Itoa(orphanPort), childPeersEnv+"="+peers,
 		childOrphanEnv+"="+orphanPath)
 	gateway := startChild(t, "gateway", childPortEnv+"="+strconv.Itoa(gwPort), childPeersEnv+"="+peers,
-		childRefEnv+"="+refPath, childReportEnv+"="+reportPath, childKillEnv+"="+strconv.Itoa(replica.cmd.Process.Pid),
-		childOrphanEnv+"="+strconv.Itoa(orphan.cmd.Process.Pid)+","+orphanPath)
+		childRefEnv+"="+refPath, childReportEnv+"="+reportPath, childKillEnv+"="+strconv.Itoa(replica.Cmd.Process.Pid),
+		childOrphanEnv+"="+strconv.Itoa(orphan.Cmd.Process.Pid)+","+orphanPath)
 	select {
-	case <-gateway.exited:
+	case <-gateway.Exited:
 	case <-time.After(4 * time.Minute):
 		t.Fatal("the gateway's scenario did not finish")
 	}
 	var r report
 	if !readJSON(reportPath, &r) {
-		t.Fatalf("the gateway wrote no report (exit: %v)", gateway.cmd.ProcessState)
+		t.Fatalf("the gateway wrote no report (exit: %v)", gateway.Cmd.ProcessState)
 	}
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 	t.Logf("gateway member started in %v (the pinned StartMember sleeps a fixed 1s)", ms(r.StartMember))

@@ -168,7 +168,7 @@ func TestEtcdProvider(t *testing.T) {
 			env = append(env, childReplicaEnv+"=1")
 		}
 		c := startChild(t, etcdMemberRole, env...)
-		c.name = name
+		c.Name = name
 		return c
 	}
 	replica := member("replica", true)
@@ -205,10 +205,10 @@ func TestEtcdProvider(t *testing.T) {
 
 	// SIGKILL: nothing deregisters the replica; its lease expires.
 	killed := time.Now()
-	if err := syscall.Kill(replica.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(replica.Cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-replica.exited
+	<-replica.Exited
 	for _, name := range []string{"gateway-1", "gateway-2"} {
 		var st memberStatus
 		if !waitFor(EtcdLeaseTTL+5*time.Second, func() bool {
@@ -231,7 +231,7 @@ func TestEtcdProvider(t *testing.T) {
 	// A graceful leave deletes the key at once.
 	g2 := read("gateway-2").ID
 	left := time.Now()
-	_ = gateways[1].stdin.Close()
+	_ = gateways[1].Stdin.Close()
 	var st memberStatus
 	if !waitFor(10*time.Second, func() bool {
 		st = read("gateway-1")
@@ -244,11 +244,11 @@ func TestEtcdProvider(t *testing.T) {
 		t.Errorf("gateway-1 alone: %+v", st)
 	}
 	select {
-	case <-gateways[1].exited:
+	case <-gateways[1].Exited:
 		// 66 is the race detector's exit status: its reports are judged
-		// by checkRaces.
-		code := gateways[1].cmd.ProcessState.ExitCode()
-		if code != 0 && !(code == 66 && strings.Contains(gateways[1].out.String(), "WARNING: DATA RACE")) {
+		// by childproc (racereport).
+		code := gateways[1].Cmd.ProcessState.ExitCode()
+		if code != 0 && !(code == 66 && strings.Contains(gateways[1].Out.String(), "WARNING: DATA RACE")) {
 			t.Errorf("gateway-2 exited with %d", code)
 		}
 	case <-time.After(15 * time.Second):

@@ -1,7 +1,7 @@
 package node
 
 import (
-	"github.com/troupe-ai/troupe/internal/syncbuf"
+	"github.com/troupe-ai/troupe/internal/childproc"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,41 +18,18 @@ import (
 var raceBuild bool
 
 // exampleProcess is one member of examples/cluster, a process of its own.
-type exampleProcess struct {
-	name   string
-	cmd    *exec.Cmd
-	out    syncbuf.Buffer
-	exited chan struct{}
-}
+type exampleProcess struct{ *childproc.Process }
 
 func startExample(t *testing.T, bin, name string, args ...string) *exampleProcess {
-	p := &exampleProcess{name: name, cmd: exec.Command(bin, args...), exited: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-p.exited:
-		case <-time.After(15 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-		checkRaces(t, p.name, p.out.String(), "examples/cluster/main.go")
-		if t.Failed() {
-			t.Logf("%s output:\n%s", p.name, p.out.String())
-		}
-	})
-	return p
+	interrupt := func(p *childproc.Process) { _ = p.Cmd.Process.Signal(syscall.SIGINT) }
+	return &exampleProcess{childproc.Start(t, name, exec.Command(bin, args...), 15*time.Second, interrupt, "examples/cluster/main.go")}
 }
 
 // exitedOK: the process exited 0, or, under the race detector, with its
-// exit code for reported races (66), which checkRaces has judged: the
+// exit code for reported races (66), which childproc has judged (racereport): the
 // pinned protoactor-go races with itself in every member.
 func exitedOK(p *exampleProcess) bool {
-	ps := p.cmd.ProcessState
+	ps := p.Cmd.ProcessState
 	return ps.Success() || (raceBuild && ps.ExitCode() == 66)
 }
 
@@ -94,22 +71,22 @@ func TestClusterExample(t *testing.T) {
 	// follows, so the gateway knows it only from the topology Attach reads
 	// from gossip.
 	servedRe := regexp.MustCompile(`replica (\S+) serves troupe-demo at (\S+)\n`)
-	if !waitFor(2*time.Minute, func() bool { return servedRe.MatchString(replica.out.String()) }) {
+	if !waitFor(2*time.Minute, func() bool { return servedRe.MatchString(replica.Out.String()) }) {
 		t.Fatal("the replica did not say it serves the demo model")
 	}
 	gateway := startExample(t, bin, "gateway", "-role", "gateway", "-provider-port", strconv.Itoa(gwPort), "-peers", peers,
 		"-max-tokens", "16")
 	select {
-	case <-gateway.exited:
+	case <-gateway.Exited:
 	case <-time.After(3 * time.Minute):
 		t.Fatal("the gateway did not finish")
 	}
 	t.Logf("gateway done %v after the processes started", time.Since(began).Round(time.Millisecond))
 	if !exitedOK(gateway) {
-		t.Fatalf("the gateway failed: %v", gateway.cmd.ProcessState)
+		t.Fatalf("the gateway failed: %v", gateway.Cmd.ProcessState)
 	}
-	gwOut := gateway.out.String()
-	served := servedRe.FindStringSubmatch(replica.out.String())
+	gwOut := gateway.Out.String()
+	served := servedRe.FindStringSubmatch(replica.Out.String())
 	if !strings.Contains(gwOut, "gateway ") || !strings.Contains(gwOut, ": replica "+served[1]+" is routable (troupe-demo)") {
 		t.Errorf("the gateway did not route to replica %s", served[1])
 	}
@@ -118,7 +95,7 @@ func TestClusterExample(t *testing.T) {
 	if !strings.Contains(gwOut, "host actor at "+served[2]+" answered: pong #1\n") {
 		t.Errorf("no Pong from the replica's host actor at %s", served[2])
 	}
-	from := regexp.MustCompile(`host actor: ping from (\S+)\n`).FindStringSubmatch(replica.out.String())
+	from := regexp.MustCompile(`host actor: ping from (\S+)\n`).FindStringSubmatch(replica.Out.String())
 	if from == nil || from[1] == served[2] || !strings.HasPrefix(from[1], "127.0.0.1:") {
 		t.Errorf("the replica's host actor saw no ping from the gateway's member: %v", from)
 	}
@@ -132,11 +109,11 @@ func TestClusterExample(t *testing.T) {
 	}
 	t.Logf("gateway printed: %s", strings.TrimSpace(done[0]))
 	// The replica, interrupted, leaves cleanly.
-	_ = replica.cmd.Process.Signal(syscall.SIGINT)
+	_ = replica.Cmd.Process.Signal(syscall.SIGINT)
 	select {
-	case <-replica.exited:
+	case <-replica.Exited:
 		if !exitedOK(replica) {
-			t.Errorf("the replica exited %v", replica.cmd.ProcessState)
+			t.Errorf("the replica exited %v", replica.Cmd.ProcessState)
 		}
 	case <-time.After(15 * time.Second):
 		t.Error("the replica did not stop on SIGINT")

@@ -158,7 +158,7 @@ func TestClusterDrain(t *testing.T) {
 	}()
 
 	sigterm := time.Now()
-	if err := victim.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := victim.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if !waitUntil(10*time.Second, func() bool {
@@ -205,17 +205,17 @@ func TestClusterDrain(t *testing.T) {
 		t.Errorf("the requests sent while draining were answered after the stream ended: the stream was too short to tell")
 	}
 	select {
-	case <-victim.exited:
+	case <-victim.Exited:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the drained replica did not exit")
 	}
 	exited := time.Since(sigterm)
 	// 66 is the race detector's exit status: the pinned protoactor-go
-	// races in every member; checkChildRaces judges the reports.
-	if code := victim.cmd.ProcessState.ExitCode(); code != 0 && code != 66 {
+	// races in every member; childproc judges the reports (racereport).
+	if code := victim.Cmd.ProcessState.ExitCode(); code != 0 && code != 66 {
 		t.Errorf("the drained replica exited %d", code)
 	}
-	if !strings.Contains(victim.out.String(), "drained: the jobs routed here have ended") {
+	if !strings.Contains(victim.Out.String(), "drained: the jobs routed here have ended") {
 		t.Errorf("the replica did not log its drain")
 	}
 	if !waitUntil(15*time.Second, func() bool {
@@ -228,7 +228,7 @@ func TestClusterDrain(t *testing.T) {
 	if _, _, err := postChat(gw.url, chatBody(1, "after the drain")); err != nil {
 		t.Fatal(err)
 	}
-	drained, ok := logTime(victim.out.String(), "drained: the jobs routed here have ended")
+	drained, ok := logTime(victim.Out.String(), "drained: the jobs routed here have ended")
 	if !ok {
 		t.Fatal("the replica's drain log has no time")
 	}
@@ -305,8 +305,8 @@ func TestClusterSlowJoin(t *testing.T) {
 	}) {
 		t.Fatalf("replica A never became routable on the gateway: %+v", view)
 	}
-	loaded, ok1 := logTime(a.out.String(), `msg="model ready"`)
-	routable, ok2 := logTime(gw.out.String(), `msg="cluster node: replica routable"`, "member="+av.Self)
+	loaded, ok1 := logTime(a.Out.String(), `msg="model ready"`)
+	routable, ok2 := logTime(gw.Out.String(), `msg="cluster node: replica routable"`, "member="+av.Self)
 	if ok1 && ok2 {
 		t.Logf("replica A: seen loading on the gateway for %v; model ready to routable on the gateway: %v",
 			loaded.Sub(seenLoading).Round(time.Millisecond), routable.Sub(loaded).Round(time.Millisecond))

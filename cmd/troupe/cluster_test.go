@@ -6,8 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/troupe-ai/troupe/internal/racereport"
-	"github.com/troupe-ai/troupe/internal/syncbuf"
+	"github.com/troupe-ai/troupe/internal/childproc"
 	"io"
 	"log/slog"
 	"net"
@@ -64,61 +63,26 @@ func runServeChild(args string) int {
 	return 0
 }
 
-// member is one `troupe serve` child.
+// serveChild is one `troupe serve` child.
 type serveChild struct {
-	name   string
+	*childproc.Process
 	url    string // its HTTP server
 	remote string // its cluster remote address
-	cmd    *exec.Cmd
-	out    syncbuf.Buffer
-	stdin  io.WriteCloser
-	exited chan struct{}
 }
 
 func startServe(t *testing.T, name string, httpPort, remotePort int, args ...string) *serveChild {
 	t.Helper()
 	args = append(args, "--port", strconv.Itoa(httpPort), "--cluster-port", strconv.Itoa(remotePort))
 	b, _ := json.Marshal(args)
-	c := &serveChild{name: name, url: fmt.Sprintf("http://127.0.0.1:%d", httpPort),
-		remote: fmt.Sprintf("127.0.0.1:%d", remotePort), cmd: exec.Command(os.Args[0], "-test.run=^$"), exited: make(chan struct{})}
-	env := []string{serveChildEnv + "=" + string(b)}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = []string{serveChildEnv + "=" + string(b)}
 	for _, e := range os.Environ() {
 		if !strings.HasPrefix(e, "TROUPE_") {
-			env = append(env, e)
+			cmd.Env = append(cmd.Env, e)
 		}
 	}
-	c.cmd.Env = env
-	c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.out
-	var err error
-	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = c.cmd.Wait(); close(c.exited) }()
-	t.Cleanup(func() {
-		_ = c.stdin.Close()
-		select {
-		case <-c.exited:
-		case <-time.After(15 * time.Second):
-			_ = c.cmd.Process.Kill()
-			<-c.exited
-		}
-		checkChildRaces(t, c.name, c.out.String())
-		if t.Failed() {
-			t.Logf("%s output:\n%s", c.name, c.out.String())
-		}
-	})
-	return c
-}
-
-// checkChildRaces fails on a race report whose racing access runs through
-// troupe's code; the pinned protoactor-go's own races are only logged
-// (racereport).
-func checkChildRaces(t *testing.T, name, out string) {
-	t.Helper()
-	racereport.Check(t, name, out)
+	return &serveChild{Process: childproc.Start(t, name, cmd, 15*time.Second, nil),
+		url: fmt.Sprintf("http://127.0.0.1:%d", httpPort), remote: fmt.Sprintf("127.0.0.1:%d", remotePort)}
 }
 
 func freePorts(t *testing.T, n int) []int {
@@ -298,7 +262,7 @@ func TestClusterGateway(t *testing.T) {
 		t.Fatalf("the gateway's /v1/cluster did not show 3 members, 2 routable: %+v", view)
 	}
 	t.Logf("cluster formed in %v", time.Since(began).Round(time.Millisecond))
-	if !strings.Contains(gw.out.String(), "model assets taken from a replica") {
+	if !strings.Contains(gw.Out.String(), "model assets taken from a replica") {
 		t.Fatal("the gateway did not take the model's assets from a replica")
 	}
 	for _, m := range view.Members {
@@ -313,7 +277,7 @@ func TestClusterGateway(t *testing.T) {
 	for _, r := range replicas {
 		var rv clusterView
 		if !waitUntil(30*time.Second, func() bool { return getJSON(r.url+"/v1/cluster", &rv) == nil && len(rv.Members) == 3 }) {
-			t.Fatalf("%s's /v1/cluster: %+v", r.name, rv)
+			t.Fatalf("%s's /v1/cluster: %+v", r.Name, rv)
 		}
 	}
 
@@ -407,13 +371,13 @@ func TestClusterGateway(t *testing.T) {
 		r2 <- answer{a, code, err}
 	}()
 	if !waitUntil(20*time.Second, func() bool { return busy(1) == victim }) {
-		t.Fatalf("the second request did not queue on %s, the replica holding its prefix", victim.name)
+		t.Fatalf("the second request did not queue on %s, the replica holding its prefix", victim.Name)
 	}
 	killed := time.Now()
-	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := victim.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-victim.exited
+	<-victim.Exited
 	var streamErr string
 	tokens := 0
 	for lines.Scan() {
@@ -434,7 +398,7 @@ func TestClusterGateway(t *testing.T) {
 			t.Fatalf("the request queued on the killed replica: %d %v", a.code, a.err)
 		}
 		t.Logf("the request queued on the killed replica was answered by the other %v after the kill", time.Since(killed).Round(time.Millisecond))
-		if !strings.Contains(gw.out.String(), "routing again") {
+		if !strings.Contains(gw.Out.String(), "routing again") {
 			t.Fatal("the gateway did not log the retry of the queued request")
 		}
 	case <-time.After(30 * time.Second):
