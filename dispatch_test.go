@@ -113,3 +113,33 @@ func TestDispatcherRuntimeWithoutWeights(t *testing.T) {
 		t.Fatal("warm-ups are not dispatched: WarmUp must say so")
 	}
 }
+
+// A capability passed on while the assets still load (a gateway adopts the
+// replicas' as soon as it starts the runtime) is kept and adopted as the
+// load ends without weights, not dropped: requests from readiness on render
+// as for the model instead of fail-open.
+func TestCapabilityAdoptedBeforeTheAssets(t *testing.T) {
+	rt, err := Start(context.Background(), Options{NoWeights: true, Dispatcher: &recordingDispatcher{}, Preparers: 2, Threads: 1,
+		LoadDelay: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	rt.AdoptCapability(&actors.CapabilityReady{Model: "x", SnapshotReuse: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		st, err := rt.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Ready {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	p, err := rt.Prepare(ctx, &chat.Request{Messages: []any{map[string]any{"role": "user", "content": "hi"}}, MaxTokens: 4}, false)
+	if err != nil || p.Capability != actors.SnapshotReuse {
+		t.Fatalf("first request once ready: capability %v, %v; want snapshot reuse", p.Capability, err)
+	}
+}

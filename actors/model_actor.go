@@ -42,6 +42,9 @@ type ModelActor struct {
 	// noWeights: the loader loaded the assets only; the capability, if
 	// any, is the replicas' (a CapabilityReady sent by the host).
 	noWeights bool
+	// offered is a capability the host passed on before the load ended:
+	// adopted if it ends without weights.
+	offered *CapabilityReady
 }
 
 // NewModelActor returns the actor's producer.
@@ -97,6 +100,9 @@ func (a *ModelActor) Receive(ctx actor.Context) {
 			a.noWeights = true
 			a.status = &LoadStatus{Phase: "ready", Ready: true}
 			a.log.Info("model assets ready (no weights)", "model", a.name)
+			if a.offered != nil {
+				a.adopt(ctx, a.offered)
+			}
 			return
 		}
 		reuse := model.SnapshotReuse(msg.model.Cache())
@@ -115,15 +121,14 @@ func (a *ModelActor) Receive(ctx actor.Context) {
 	case *CapabilityReady:
 		// A gateway's host (assets only) passes on the capability of the
 		// replicas it routes to: preparers then render as for the model
-		// itself, not fail-open. A model loaded here keeps its own.
-		if !a.noWeights || (a.capability != nil && a.capability.SnapshotReuse == msg.SnapshotReuse) {
-			return
+		// itself, not fail-open. A model loaded here keeps its own. One
+		// offered while the load is under way is kept for its end.
+		switch {
+		case a.noWeights:
+			a.adopt(ctx, msg)
+		case a.capability == nil && a.failure == nil:
+			a.offered = msg
 		}
-		a.capability = &CapabilityReady{SnapshotReuse: msg.SnapshotReuse, Model: a.name}
-		for _, p := range a.preparers {
-			ctx.Request(p, a.capability)
-		}
-		a.log.Info("model capability adopted from the replicas", "model", a.name, "snapshot_reuse", msg.SnapshotReuse)
 	case *registerPreparer:
 		if !containsPID(a.preparers, ctx.Sender()) {
 			a.preparers = append(a.preparers, ctx.Sender())
@@ -143,6 +148,20 @@ func (a *ModelActor) Receive(ctx actor.Context) {
 	case *LoadStatusQuery:
 		ctx.Respond(&LoadStatus{Phase: a.status.Phase, Ready: a.status.Ready, Error: a.status.Error})
 	}
+}
+
+// adopt takes on msg, the capability of the replicas a runtime without
+// weights routes to, and passes it to the preparers.
+func (a *ModelActor) adopt(ctx actor.Context, msg *CapabilityReady) {
+	a.offered = nil
+	if a.capability != nil && a.capability.SnapshotReuse == msg.SnapshotReuse {
+		return
+	}
+	a.capability = &CapabilityReady{SnapshotReuse: msg.SnapshotReuse, Model: a.name}
+	for _, p := range a.preparers {
+		ctx.Request(p, a.capability)
+	}
+	a.log.Info("model capability adopted from the replicas", "model", a.name, "snapshot_reuse", msg.SnapshotReuse)
 }
 
 func (a *ModelActor) maybeReady() {
