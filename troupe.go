@@ -149,6 +149,11 @@ type Options struct {
 	// and reports ready once the assets are read, and needs a Dispatcher
 	// to generate (a gateway-only cluster member).
 	NoWeights bool
+	// Metrics, with NoWeights, are collectors the runtime counts into
+	// instead of its own: a cluster member that prepares requests for
+	// several models (one runtime each) exposes one set of request,
+	// latency and routing metrics. Nil: the runtime's own.
+	Metrics *metrics.Metrics
 }
 
 // Dispatcher runs prepared jobs somewhere other than the runtime's own
@@ -253,6 +258,9 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 	if opts.NoWeights && opts.Dispatcher == nil {
 		return nil, errors.New("troupe: a runtime without weights needs a Dispatcher to generate")
 	}
+	if opts.Metrics != nil && !opts.NoWeights {
+		return nil, errors.New("troupe: shared Metrics are for runtimes without weights; a model's runtime has its own")
+	}
 	if opts.Preparers <= 0 {
 		opts.Preparers = runtime.NumCPU()
 	}
@@ -297,11 +305,14 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 	if opts.ServedName == "" {
 		opts.ServedName = filepath.Base(filepath.Clean(dir))
 	}
-	rt := &Runtime{system: system, metrics: metrics.New(), opts: opts, name: opts.ServedName, beat: &actors.Progress{}, started: time.Now(),
+	rt := &Runtime{system: system, metrics: opts.Metrics, opts: opts, name: opts.ServedName, beat: &actors.Progress{}, started: time.Now(),
 		idle: make(chan int, opts.Preparers), big: make(chan struct{}, max(1, opts.Preparers-1)),
 		inspections: make(chan struct{}, opts.MaxInspections)}
-	rt.metrics.WatchScheduler(rt.beat, opts.StallTimeout)
-	rt.metrics.KVBudget.Set(float64(opts.KVBudget))
+	if rt.metrics == nil {
+		rt.metrics = metrics.New()
+		rt.metrics.WatchScheduler(rt.beat, opts.StallTimeout)
+		rt.metrics.KVBudget.Set(float64(opts.KVBudget))
+	}
 	root := system.Root
 	var err error
 	rt.pids.Scheduler, err = root.SpawnNamed(actor.PropsFromProducer(actors.NewSchedulerActor(

@@ -113,6 +113,17 @@ type Server struct {
 	life  context.Context
 	abort context.CancelCauseFunc
 	tr    *turn.Transport
+	// served are the served models' handlers, rt's first (AddModel
+	// appends); replaced, never modified.
+	served atomic.Pointer[[]*modelAPI]
+}
+
+// modelAPI is one served model's handlers.
+type modelAPI struct {
+	rt   *troupe.Runtime
+	chat *openai.API
+	msgs *anthropic.API
+	resp *responses.API
 }
 
 // orDefault is d for 0, none (0) for negative, else v.
@@ -189,24 +200,29 @@ func New(rt *troupe.Runtime, cfg Config) *Server {
 	v1.Get("/cache/stats", s.cacheStats)
 	v1.Get("/cluster", s.cluster)
 	v1.Post("/cache/reset", s.admin, s.cacheReset)
-	api := openai.New(rt, openai.Config{KeepAlive: cfg.KeepAlive})
-	v1.Post("/chat/completions", s.admit, api.ChatCompletions)
-	v1.Post("/chat/completions/input_tokens", api.ChatInputTokens)
+	first := &modelAPI{rt: rt, chat: openai.New(rt, openai.Config{KeepAlive: cfg.KeepAlive}),
+		msgs: anthropic.New(rt, anthropic.Config{KeepAlive: cfg.KeepAlive}),
+		resp: responses.New(rt, responses.Config{KeepAlive: cfg.KeepAlive, StoreTTL: cfg.ResponsesTTL, StoreMax: cfg.ResponsesMax,
+			StoreMaxBytes: cfg.ResponsesMaxBytes})}
+	s.served.Store(&[]*modelAPI{first})
+	chat := func(m *modelAPI) *openai.API { return m.chat }
+	v1.Post("/chat/completions", s.admit, byModel(s, chat, (*openai.API).ChatCompletions))
+	v1.Post("/chat/completions/input_tokens", byModel(s, chat, (*openai.API).ChatInputTokens))
 	// Prompt inspection (llama.cpp- and vLLM-style routes).
-	app.Post("/tokenize", s.auth, api.Tokenize)
-	app.Post("/detokenize", s.auth, api.Detokenize)
-	app.Post("/apply-template", s.auth, api.ApplyTemplate)
-	v1.Post("/completions", s.admit, api.Completions)
-	msgs := anthropic.New(rt, anthropic.Config{KeepAlive: cfg.KeepAlive})
-	v1.Post("/messages", s.admit, msgs.Messages)
-	v1.Post("/messages/count_tokens", msgs.CountTokens)
-	resp := responses.New(rt, responses.Config{KeepAlive: cfg.KeepAlive, StoreTTL: cfg.ResponsesTTL, StoreMax: cfg.ResponsesMax,
-		StoreMaxBytes: cfg.ResponsesMaxBytes})
-	v1.Post("/responses", s.admit, resp.Create)
-	v1.Post("/responses/input_tokens", resp.InputTokens)
-	v1.Get("/responses/:id", resp.Get)
-	v1.Get("/responses/:id/input_items", resp.InputItems)
-	v1.Delete("/responses/:id", resp.Delete)
+	app.Post("/tokenize", s.auth, byModel(s, chat, (*openai.API).Tokenize))
+	app.Post("/detokenize", s.auth, byModel(s, chat, (*openai.API).Detokenize))
+	app.Post("/apply-template", s.auth, byModel(s, chat, (*openai.API).ApplyTemplate))
+	v1.Post("/completions", s.admit, byModel(s, chat, (*openai.API).Completions))
+	msgs := func(m *modelAPI) *anthropic.API { return m.msgs }
+	v1.Post("/messages", s.admit, byModel(s, msgs, (*anthropic.API).Messages))
+	v1.Post("/messages/count_tokens", byModel(s, msgs, (*anthropic.API).CountTokens))
+	resp := func(m *modelAPI) *responses.API { return m.resp }
+	v1.Post("/responses", s.admit, byModel(s, resp, (*responses.API).Create))
+	v1.Post("/responses/input_tokens", byModel(s, resp, (*responses.API).InputTokens))
+	// Stored responses are shared by the models (responses.API.For).
+	v1.Get("/responses/:id", first.resp.Get)
+	v1.Get("/responses/:id/input_items", first.resp.InputItems)
+	v1.Delete("/responses/:id", first.resp.Delete)
 	webui.Mount(app) // the chat page at / (no key: its API calls send one)
 	s.App = app
 	return s
@@ -512,23 +528,6 @@ func cacheJSON(st *actors.SchedulerStats) fiber.Map {
 		m["cached_pages"], m["cached_positions"] = st.CachePages, st.CacheTokens
 	}
 	return m
-}
-
-// models serves GET /v1/models: the one served model, with vLLM's
-// max_model_len (the most positions one request may use: the model's, cut
-// by --max-model-len and by the KV pool) once it is loaded, and in
-// default_sampling_params which sampling parameters a request that leaves
-// them out gets from the model's generation_config.json ({}: none, the
-// server's own defaults apply) once its files are read.
-func (s *Server) models(c *fiber.Ctx) error {
-	m := fiber.Map{"id": s.rt.Name(), "object": "model", "created": s.rt.Started().Unix(), "owned_by": "troupe", "root": s.rt.Name()}
-	if l, ok := s.rt.Limits(); ok && l.Context() > 0 {
-		m["max_model_len"] = l.Context()
-	}
-	if d, ok := s.rt.SamplingDefaults(); ok {
-		m["default_sampling_params"] = d
-	}
-	return c.JSON(fiber.Map{"object": "list", "data": []fiber.Map{m}})
 }
 
 // Serve serves HTTP on ln until Shutdown, under the connection cap

@@ -22,6 +22,18 @@
 // replica state (digests fed by the engine's OnCached, at a bounded rate)
 // would remove that round trip; it is not done yet.
 //
+// A request that names a conversation (prompt_cache_key, the
+// conversation part of the job's CacheScope) carries it as the route's
+// sticky key: while no candidate's cache holds more of the prompt, the
+// conversation stays on the replica rendezvous hashing gives it.
+//
+// # Several models
+//
+// One Gateway routes one model (Config.Model). A member that serves
+// several models runs one runtime without weights per model, each with its
+// own Gateway over the same Backend; the HTTP server picks the runtime by
+// the request's "model" (troupe/http Server.AddModel).
+//
 // # Retries
 //
 // A job whose replica fails before anything of it reached the caller (the
@@ -43,6 +55,7 @@ import (
 	"github.com/troupe-ai/troupe/actors"
 	"github.com/troupe-ai/troupe/cluster/node"
 	"github.com/troupe-ai/troupe/cluster/route"
+	"github.com/troupe-ai/troupe/kvcache"
 	"github.com/troupe-ai/troupe/metrics"
 )
 
@@ -190,8 +203,14 @@ func (g *Gateway) Pick(ctx context.Context, job *actors.PrefillJob, exclude []st
 	var wg sync.WaitGroup
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.ProbeTimeout)
 	defer cancel()
-	req := route.Request{Model: g.cfg.Model, Tenant: job.CacheScope, Tokens: job.Prompt,
-		Boundary: int(job.HistoryBoundary), Exclude: exclude}
+	req := route.Request{Model: g.cfg.Model, Tokens: job.Prompt, Boundary: int(job.HistoryBoundary), Exclude: exclude}
+	var conv string
+	req.Tenant, conv = kvcache.SplitScope(job.CacheScope)
+	if conv != "" {
+		// prompt_cache_key: the conversation sticks to one replica while
+		// no replica's cache tells better.
+		req.StickyKey = job.CacheScope
+	}
 	candidates := 0
 	for _, r := range all {
 		if r.Model == g.cfg.Model && !slices.Contains(exclude, r.MemberID) {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/troupe-ai/troupe/actors"
 	"github.com/troupe-ai/troupe/cluster/node"
 	"github.com/troupe-ai/troupe/cluster/route"
+	"github.com/troupe-ai/troupe/kvcache"
 	"github.com/troupe-ai/troupe/metrics"
 )
 
@@ -257,5 +259,49 @@ func TestPickProbesOnlyToChoose(t *testing.T) {
 	// Excluding one of two leaves a lone candidate: not probed either.
 	if r, _, err = New(b, Config{Model: "m"}).Pick(context.Background(), job(20), []string{"b"}); err != nil || r.MemberID != "a" {
 		t.Fatalf("b excluded: picked %+v, %v; want a", r, err)
+	}
+}
+
+// TestStickyConversation: with nothing cached anywhere and equal load, a
+// conversation's prompt_cache_key keeps it on one replica, turn after turn
+// (the rendezvous choice), and different conversations spread; the tenant
+// part of the scope does not change the prefix the probes stand for.
+func TestStickyConversation(t *testing.T) {
+	b := newFake("m", map[string]*fakeReplica{
+		"a": {probe: Probe{FreePages: 100}, run: tokens(1)},
+		"b": {probe: Probe{FreePages: 100}, run: tokens(1)},
+		"c": {probe: Probe{FreePages: 100}, run: tokens(1)},
+	})
+	g := New(b, Config{Model: "m"})
+	picked := map[string]bool{}
+	for conv := range 12 {
+		scope := kvcache.JoinScope("tenant-1", "conversation-"+strconv.Itoa(conv))
+		var first string
+		for turn := range 3 {
+			j := job(32 + 16*turn)
+			j.CacheScope = scope
+			r, d, err := g.Pick(context.Background(), j, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Reason != route.ReasonSticky {
+				t.Fatalf("conversation %d turn %d: reason %v, want sticky", conv, turn, d.Reason)
+			}
+			if turn == 0 {
+				first = r.MemberID
+			} else if r.MemberID != first {
+				t.Fatalf("conversation %d moved from %s to %s at turn %d", conv, first, r.MemberID, turn)
+			}
+		}
+		picked[first] = true
+	}
+	if len(picked) < 2 {
+		t.Fatalf("12 conversations all stuck to %v", picked)
+	}
+	// Without a conversation key: least load, no stickiness.
+	j := job(32)
+	j.CacheScope = kvcache.JoinScope("tenant-1", "")
+	if _, d, err := g.Pick(context.Background(), j, nil); err != nil || d.Reason != route.ReasonLeastLoad {
+		t.Fatalf("no conversation key: %v %v, want least-load", d.Reason, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	troupe "github.com/troupe-ai/troupe"
@@ -23,6 +24,14 @@ type member struct {
 	own  bool // rt is the gateway's, closed here; a replica's closes with the node
 	stop func()
 	tmp  string // the folder of the fetched assets, removed at close
+	// opts are the options the member's runtimes of other models start
+	// from (serveModels).
+	opts troupe.Options
+	// others are the runtimes of the models other members serve
+	// (serveModels), and the folders of their assets; closed at close.
+	mu     sync.Mutex
+	others []*troupe.Runtime
+	dirs   []string
 }
 
 // startMember joins the cluster described by cfg with the model of opts.
@@ -42,13 +51,13 @@ func startMember(ctx context.Context, opts troupe.Options, cfg node.Config, gate
 			return nil, fmt.Errorf("assets server: %w", err)
 		}
 		watchReplicas(rt, n)
-		return &member{node: n, rt: rt}, nil
+		return &member{node: n, rt: rt, opts: opts, stop: func() {}}, nil
 	}
 	n, err := node.Start(cfg)
 	if err != nil {
 		return nil, err
 	}
-	m := &member{node: n, own: true, stop: func() {}}
+	m := &member{node: n, own: true, stop: func() {}, opts: opts}
 	if fetch {
 		if err := m.fetchAssets(ctx, &opts, cfg.Logger); err != nil {
 			m.close()
@@ -69,6 +78,80 @@ func startMember(ctx context.Context, opts troupe.Options, cfg node.Config, gate
 	m.stop = stop
 	go gateway.ShareCapability(sctx, n, m.rt, 500*time.Millisecond)
 	return m, nil
+}
+
+// serveModels makes the member serve, through add (the HTTP server's
+// AddModel), every model that other members serve and it does not: each
+// time a replica of a new model becomes routable, it takes that model's
+// tokenizer and chat template from the replica and starts a runtime
+// without weights that routes the model's requests to its replicas
+// (cluster/gateway), counting into the member's metrics. A model whose
+// assets cannot be fetched is tried again 5s later. It returns when ctx
+// ends.
+func (m *member) serveModels(ctx context.Context, add func(*troupe.Runtime), log *slog.Logger) {
+	served := map[string]bool{m.rt.Name(): true}
+	retry := map[string]time.Time{}
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, r := range m.node.View().Replicas {
+			if served[r.Model] || time.Now().Before(retry[r.Model]) {
+				continue
+			}
+			rt, err := m.startModel(ctx, r, log)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				log.Warn("cluster: cannot serve a model of the cluster here; trying again in 5s", "model", r.Model, "replica", r.MemberID, "err", err)
+				retry[r.Model] = time.Now().Add(5 * time.Second)
+				continue
+			}
+			served[r.Model] = true
+			add(rt)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// startModel starts the runtime that routes r's model: its assets from r,
+// no weights, the jobs to the model's replicas.
+func (m *member) startModel(ctx context.Context, r node.Replica, log *slog.Logger) (*troupe.Runtime, error) {
+	dir, err := os.MkdirTemp("", "troupe-model-assets-")
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.dirs = append(m.dirs, dir)
+	m.mu.Unlock()
+	fctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	model, override, err := assets.Fetch(fctx, m.node.System().Root, r.Address, dir)
+	if err != nil {
+		return nil, err
+	}
+	if model != r.Model {
+		return nil, fmt.Errorf("replica %s serves %q, its assets server %q", r.MemberID, r.Model, model)
+	}
+	opts := troupe.Options{Model: dir, ServedName: model, ChatTemplate: override, Threads: 1, Preparers: m.opts.Preparers, PromptCache: m.opts.PromptCache,
+		Logger: m.opts.Logger, PrepareTimeout: m.opts.PrepareTimeout, MaxInspections: m.opts.MaxInspections,
+		InspectMaxInput: m.opts.InspectMaxInput, InspectMaxOutput: m.opts.InspectMaxOutput, GenerationConfig: m.opts.GenerationConfig,
+		NoWeights: true, Metrics: m.rt.Metrics(), RequestIDPrefix: m.node.ID() + "-"}
+	opts.Dispatcher = gateway.New(gateway.NodeBackend{Node: m.node}, gateway.Config{Model: model, Metrics: m.rt.Metrics(), Logger: m.opts.Logger})
+	rt, err := troupe.Spawn(m.node.System(), opts)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.others = append(m.others, rt)
+	m.mu.Unlock()
+	go gateway.ShareCapability(ctx, m.node, rt, 500*time.Millisecond)
+	log.Info("cluster: serving a model of other members", "model", model, "assets_from", r.MemberID)
+	return rt, nil
 }
 
 // fetchAssets waits for a routable replica and takes its model's assets
@@ -135,6 +218,15 @@ func (m *member) drain(ctx context.Context, log *slog.Logger) {
 }
 
 func (m *member) close() {
+	m.mu.Lock()
+	for _, rt := range m.others {
+		rt.Close()
+	}
+	for _, d := range m.dirs {
+		_ = os.RemoveAll(d)
+	}
+	m.others, m.dirs = nil, nil
+	m.mu.Unlock()
 	if m.own {
 		m.stop()
 		if m.rt != nil {

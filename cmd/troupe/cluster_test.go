@@ -200,12 +200,12 @@ func median(ds []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-// singleNode serves the demo model as the replicas do, without a cluster,
-// in this process; it returns its URL.
-func singleNode(t *testing.T) string {
+// singleNode serves a model (dir, named name; "" for the demo model) as the
+// replicas do, without a cluster, in this process; it returns its URL.
+func singleNode(t *testing.T, dir, name string) string {
 	t.Helper()
-	rt, err := troupe.Start(context.Background(), troupe.Options{Threads: 1, KVBudget: 64 << 20, Parallel: 1, PromptCache: true,
-		Logger: slog.New(slog.DiscardHandler)})
+	rt, err := troupe.Start(context.Background(), troupe.Options{Model: dir, ServedName: name, Threads: 1, KVBudget: 64 << 20, Parallel: 1,
+		PromptCache: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,56 +227,129 @@ func singleNode(t *testing.T) string {
 	return "http://" + ln.Addr().String()
 }
 
-// TestClusterGateway: two replicas of the demo model and a gateway-only
-// member (`serve --gateway` with no model: it takes the tokenizer and the
-// chat template from a replica, and loads no weights), each `troupe serve`
-// in a child process, on loopback. Chat
-// completions through the gateway's HTTP succeed; a conversation's second
-// turn reuses as many cached tokens as on a single node (the gateway routes
-// it to the replica holding its prefix); /v1/cluster lists the members;
-// a replica killed with SIGKILL ends the stream it was running with an
-// error, and the request queued on it that had no token yet is answered by
-// the other replica.
+// TestClusterGateway: two replicas of the demo model, a gateway-only member
+// (`serve --gateway` with no model: it takes the tokenizer and the chat
+// template from a replica, and loads no weights) and a replica of a second
+// model (a tiny Mamba: snapshot reuse), each `troupe serve` in a child
+// process, on loopback. Chat completions through the gateway's HTTP
+// succeed; every member serves both models (a request is routed by the
+// model it names, from the gateway or from a replica of the other model);
+// a conversation's second turn reuses as many cached tokens as on a single
+// node (the gateway routes it to the replica holding its prefix), and a
+// snapshot model's conversation resumes from its snapshot through the
+// gateway, which renders its history boundary; /v1/cluster lists the
+// members; a replica killed with SIGKILL ends the stream it was running
+// with an error, and the request queued on it that had no token yet is
+// answered by the other replica.
 func TestClusterGateway(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts three cluster members")
+		t.Skip("starts four cluster members")
 	}
-	ports := freePorts(t, 9)
-	peers := fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", ports[0], ports[1], ports[2])
+	mamba := t.TempDir()
+	if _, err := runCLI(t, "model", "init", "--arch", "mamba", "--byte-tokenizer", "--seed", "5", "--out", mamba); err != nil {
+		t.Fatal(err)
+	}
+	ports := freePorts(t, 12)
+	peers := fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", ports[0], ports[1], ports[2], ports[3])
 	common := []string{"--cluster-provider", "automanaged", "--cluster-peers", peers, "--threads", "1",
 		"--kv-budget", "64MiB", "--kv-prefault=false", "--stats-interval", "0", "--log-level", "info"}
-	replica := func(name string, i int) *serveChild {
-		return startServe(t, name, ports[3+i], ports[6+i], append(slices.Clone(common),
-			"--cluster-provider-port", strconv.Itoa(ports[i]), "--parallel", "1")...)
+	member := func(name string, i int, args ...string) *serveChild {
+		return startServe(t, name, ports[4+i], ports[8+i], append(slices.Clone(common),
+			append([]string{"--cluster-provider-port", strconv.Itoa(ports[i])}, args...)...)...)
 	}
-	replicas := []*serveChild{replica("replica-a", 0), replica("replica-b", 1)}
-	gw := startServe(t, "gateway", ports[5], ports[8], append(slices.Clone(common),
-		"--cluster-provider-port", strconv.Itoa(ports[2]), "--gateway")...)
+	replicas := []*serveChild{member("replica-a", 0, "--parallel", "1"), member("replica-b", 1, "--parallel", "1")}
+	gw := member("gateway", 2, "--gateway")
+	other := member("replica-mamba", 3, "--model", mamba, "--served-model-name", "tiny-mamba", "--prompt-cache")
 
-	// The gateway sees the three members and the two replicas routable.
+	// The gateway sees the four members and the three replicas routable.
 	began := time.Now()
 	var view clusterView
 	if !waitUntil(3*time.Minute, func() bool {
-		return getJSON(gw.url+"/v1/cluster", &view) == nil && len(view.Members) == 3 && view.routable() == 2
+		return getJSON(gw.url+"/v1/cluster", &view) == nil && len(view.Members) == 4 && view.routable() == 3
 	}) {
-		t.Fatalf("the gateway's /v1/cluster did not show 3 members, 2 routable: %+v", view)
+		t.Fatalf("the gateway's /v1/cluster did not show 4 members, 3 routable: %+v", view)
 	}
 	t.Logf("cluster formed in %v", time.Since(began).Round(time.Millisecond))
 	if !strings.Contains(gw.Out.String(), "model assets taken from a replica") {
 		t.Fatal("the gateway did not take the model's assets from a replica")
 	}
 	for _, m := range view.Members {
-		if m.Routable && (m.Model != "troupe-demo" || m.Capability != "dense_kv_prefix" || m.Load == nil) {
+		switch {
+		case m.Routable && m.Address == other.remote:
+			if m.Model != "tiny-mamba" || m.Capability != "snapshot" || m.Load == nil {
+				t.Fatalf("replica %+v: want tiny-mamba, snapshot, with its load", m)
+			}
+		case m.Routable && (m.Model != "troupe-demo" || m.Capability != "dense_kv_prefix" || m.Load == nil):
 			t.Fatalf("replica %+v: want troupe-demo, dense_kv_prefix, with its load", m)
-		}
-		if !m.Routable && m.ID != view.Self {
+		case !m.Routable && m.ID != view.Self:
 			t.Fatalf("member %s is not routable and not the gateway %s", m.ID, view.Self)
 		}
 	}
+	// Every member serves both models: /v1/models lists them (once it took
+	// the other model's assets from its replica).
+	for _, c := range []*serveChild{gw, replicas[0], other} {
+		var list struct {
+			Data []struct{ ID string } `json:"data"`
+		}
+		if !waitUntil(time.Minute, func() bool {
+			return getJSON(c.url+"/v1/models", &list) == nil && len(list.Data) == 2
+		}) {
+			t.Fatalf("%s's /v1/models does not list both models: %+v", c.Name, list)
+		}
+		if ids := []string{list.Data[0].ID, list.Data[1].ID}; !slices.Contains(ids, "troupe-demo") || !slices.Contains(ids, "tiny-mamba") {
+			t.Fatalf("%s's /v1/models: %q", c.Name, ids)
+		}
+	}
+	// A request names its model: the gateway and a replica of the demo
+	// model route tiny-mamba's to its replica, and the mamba replica routes
+	// the demo model's to a demo replica.
+	for _, x := range []struct {
+		c     *serveChild
+		model string
+	}{{gw, "tiny-mamba"}, {replicas[0], "tiny-mamba"}, {other, "troupe-demo"}, {gw, "troupe-demo"}} {
+		body := `{"model":"` + x.model + `","max_tokens":2,"messages":[{"role":"user","content":"which model?"}]}`
+		resp, err := http.Post(x.c.url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a struct{ Model string }
+		err = json.NewDecoder(resp.Body).Decode(&a)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || a.Model != x.model {
+			t.Fatalf("%s asked for %s: %d %q %v", x.c.Name, x.model, resp.StatusCode, a.Model, err)
+		}
+	}
+	// A snapshot model's conversation through the gateway resumes from the
+	// snapshot its first turn left on the replica.
+	mambaTurn := func(url string, msgs ...string) chatAnswer {
+		var m []map[string]string
+		for i, s := range msgs {
+			m = append(m, map[string]string{"role": []string{"user", "assistant"}[i%2], "content": s})
+		}
+		b, _ := json.Marshal(map[string]any{"model": "tiny-mamba", "messages": m, "max_tokens": 4, "temperature": 0,
+			"prompt_cache_key": "conversation-1"})
+		a, _, err := postChat(url, string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	first := "a first question for the state-space model"
+	m1 := mambaTurn(gw.url, first)
+	m2 := mambaTurn(gw.url, first, m1.Choices[0].Message.Content, "a second one")
+	one := singleNode(t, mamba, "tiny-mamba")
+	o1 := mambaTurn(one, first)
+	o2 := mambaTurn(one, first, o1.Choices[0].Message.Content, "a second one")
+	if m2.Usage.Details.Cached == 0 || m2.Usage.Details.Cached != o2.Usage.Details.Cached {
+		t.Fatalf("the snapshot model's turn 2 reused %d of %d prompt tokens through the gateway, %d of %d on one node: want the same, > 0",
+			m2.Usage.Details.Cached, m2.Usage.PromptTokens, o2.Usage.Details.Cached, o2.Usage.PromptTokens)
+	}
+	t.Logf("tiny-mamba turn 2 resumed from a snapshot of %d of %d prompt tokens through the gateway, as on one node", m2.Usage.Details.Cached, m2.Usage.PromptTokens)
+
 	// Every member answers /v1/cluster.
 	for _, r := range replicas {
 		var rv clusterView
-		if !waitUntil(30*time.Second, func() bool { return getJSON(r.url+"/v1/cluster", &rv) == nil && len(rv.Members) == 3 }) {
+		if !waitUntil(30*time.Second, func() bool { return getJSON(r.url+"/v1/cluster", &rv) == nil && len(rv.Members) == 4 }) {
 			t.Fatalf("%s's /v1/cluster: %+v", r.Name, rv)
 		}
 	}
@@ -313,7 +386,7 @@ func TestClusterGateway(t *testing.T) {
 		return
 	}
 	_, g2 := converse(gw.url, "Alpha")
-	_, d2 := converse(singleNode(t), "Alpha")
+	_, d2 := converse(singleNode(t, "", ""), "Alpha")
 	if g2.Usage.Details.Cached == 0 || g2.Usage.Details.Cached != d2.Usage.Details.Cached {
 		t.Fatalf("turn 2 cached %d of %d tokens through the gateway, %d of %d on one node: want the same, > 0",
 			g2.Usage.Details.Cached, g2.Usage.PromptTokens, d2.Usage.Details.Cached, d2.Usage.PromptTokens)
@@ -407,7 +480,7 @@ func TestClusterGateway(t *testing.T) {
 	// The gateway sees the victim leave, and still serves.
 	if !waitUntil(15*time.Second, func() bool {
 		var v clusterView
-		return getJSON(gw.url+"/v1/cluster", &v) == nil && len(v.Members) == 2 && v.routable() == 1
+		return getJSON(gw.url+"/v1/cluster", &v) == nil && len(v.Members) == 3 && v.routable() == 2
 	}) {
 		t.Fatal("the gateway still lists the killed replica")
 	}
@@ -420,9 +493,10 @@ func TestClusterGateway(t *testing.T) {
 		resp.Body.Close()
 	}
 	// Routing decisions by reason; the gateway's preparers adopted the
-	// replicas' capability (dense KV: no history render), not fail-open.
+	// replicas' capability (dense KV: no history render; snapshot: one
+	// render per chat request), not fail-open.
 	for _, want := range []string{`troupe_route_decisions_total{reason="prefix-hit"}`, `troupe_route_decisions_total{reason="least-load"}`,
-		`troupe_history_renders_total{outcome="skipped_dense"}`} {
+		`troupe_history_renders_total{outcome="skipped_dense"}`, `troupe_history_renders_total{outcome="rendered"}`} {
 		if metricValue(metrics.String(), want) <= 0 {
 			t.Errorf("the gateway's /metrics has no positive %s:\n%s", want, metrics.String())
 		}

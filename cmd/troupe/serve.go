@@ -263,6 +263,14 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ResponsesTTL: *storeTTL, ResponsesMax: *storeMax, ResponsesMaxBytes: storeBudget,
 		ReadTimeout: *readTimeout, WriteTimeout: *writeTimeout, IdleTimeout: *idleTimeout, MaxHeaderBytes: *maxHeader,
 		MaxConns: *maxConns, StreamStallTimeout: *stall, Logger: log, Cluster: clusterStatus})
+	if cm != nil {
+		// The models other members serve are served here too, routed to
+		// their replicas.
+		mctx, stopModels := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); cm.serveModels(mctx, srv.AddModel, log) }()
+		defer func() { stopModels(); <-done }()
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)

@@ -36,6 +36,10 @@ type API struct {
 // New returns the handlers.
 func New(rt *troupe.Runtime, cfg Config) *API { return &API{rt: rt, cfg: cfg} }
 
+// For returns the handlers of another runtime (a model served beside a's)
+// with a's configuration.
+func (a *API) For(rt *troupe.Runtime) *API { return New(rt, a.cfg) }
+
 func (a *API) fail(c *fiber.Ctx, err error) error {
 	return apierr.ReplyAnthropic(c, a.rt.Logger(), err)
 }

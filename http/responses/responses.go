@@ -57,6 +57,11 @@ func New(rt *troupe.Runtime, cfg Config) *API {
 	return &API{rt: rt, cfg: cfg, store: NewStore(cfg.StoreTTL, cfg.StoreMax, cfg.StoreMaxBytes, nil)}
 }
 
+// For returns the handlers of another runtime (a model served beside a's)
+// that share a's configuration and store: a stored response is found by
+// GET, DELETE and previous_response_id whichever model made it.
+func (a *API) For(rt *troupe.Runtime) *API { return &API{rt: rt, cfg: a.cfg, store: a.store} }
+
 func (a *API) fail(c *fiber.Ctx, err error) error {
 	return apierr.ReplyOpenAI(c, a.rt.Logger(), err, apierr.Params{Prompt: "input", MaxTokens: "max_output_tokens"})
 }
