@@ -18,7 +18,10 @@
 // request's history boundary when the replica would reuse that much
 // (snapshot models); a lone candidate is not probed. So the policy (route.CacheAware by default) sees exact
 // state, at the price of one round trip to each candidate before the job is
-// sent; a replica that does not answer in time is not a candidate. Published
+// sent; a replica that does not answer in time is not a candidate. A
+// replica's load is at least the jobs this gateway sent it that have not
+// ended, so a burst of requests, each probing before the others' jobs
+// arrive, is spread instead of sent to the replica idle at the start. Published
 // replica state (digests fed by the engine's OnCached, at a bounded rate)
 // would remove that round trip; it is not done yet.
 //
@@ -103,6 +106,10 @@ type Probe struct {
 type Gateway struct {
 	cfg     Config
 	backend Backend
+	// mu guards inflight: per replica (member id), the jobs this gateway
+	// sent there that have not ended.
+	mu       sync.Mutex
+	inflight map[string]int
 }
 
 // New returns a gateway over backend.
@@ -119,7 +126,7 @@ func New(backend Backend, cfg Config) *Gateway {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Gateway{cfg: cfg, backend: backend}
+	return &Gateway{cfg: cfg, backend: backend, inflight: map[string]int{}}
 }
 
 // Attach sets the model the gateway routes for and the metrics it counts
@@ -153,7 +160,10 @@ func (g *Gateway) run(ctx context.Context, job *actors.PrefillJob, out chan<- *a
 		}
 		g.cfg.Logger.Debug("cluster gateway: routed", "request", job.RequestId, "replica", r.MemberID,
 			"reason", d.Reason.String(), "cached_tokens", d.CachedTokens, "attempt", attempt)
-		if !g.relay(ctx, r, job, out, attempt < g.cfg.MaxAttempts) {
+		g.track(r.MemberID, 1)
+		again := g.relay(ctx, r, job, out, attempt < g.cfg.MaxAttempts)
+		g.track(r.MemberID, -1)
+		if !again {
 			return
 		}
 		g.cfg.Logger.Warn("cluster gateway: replica failed before the first event, routing again",
@@ -163,6 +173,23 @@ func (g *Gateway) run(ctx context.Context, job *actors.PrefillJob, out chan<- *a
 		}
 		exclude = append(exclude, r.MemberID)
 	}
+}
+
+// track counts a job sent to (+1) or ended on (-1) replica id.
+func (g *Gateway) track(id string, d int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.inflight[id] += d; g.inflight[id] <= 0 {
+		delete(g.inflight, id)
+	}
+}
+
+// sent is the number of jobs this gateway sent to replica id that have not
+// ended.
+func (g *Gateway) sent(id string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.inflight[id]
 }
 
 // relay hands r's events for job on to out. It returns true, having handed
@@ -238,6 +265,13 @@ func (g *Gateway) Pick(ctx context.Context, job *actors.PrefillJob, exclude []st
 			}
 			s.Routable = true
 			s.Waiting, s.Running, s.FreePages = p.Waiting, p.Running, p.FreePages
+			// The jobs this gateway sent that have not ended are a floor
+			// of the replica's load: requests arriving together would
+			// otherwise all see the load of before the first was sent,
+			// and all go to one replica.
+			if own := g.sent(r.MemberID); own > s.Waiting+s.Running {
+				s.Waiting = own - s.Running
+			}
 			s.Prefix = probedPrefix(req, r.SnapshotReuse, p.Reusable)
 		}(&states[i], r)
 	}

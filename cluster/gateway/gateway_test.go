@@ -305,3 +305,52 @@ func TestStickyConversation(t *testing.T) {
 		t.Fatalf("no conversation key: %v %v, want least-load", d.Reason, err)
 	}
 }
+
+// TestBurstIsSpread: 16 requests arriving together, probes that cannot see
+// each other's jobs yet (every replica reports itself idle): the gateway
+// counts the jobs it sent and has not seen end, and spreads the burst
+// evenly instead of sending it all to one replica.
+func TestBurstIsSpread(t *testing.T) {
+	release := make(chan struct{})
+	hold := func(ctx context.Context, job *actors.PrefillJob, out chan<- *actors.TokenEvent) {
+		<-release
+		tokens(1)(ctx, job, out)
+	}
+	b := newFake("m", map[string]*fakeReplica{
+		"a": {probe: Probe{FreePages: 100}, run: hold},
+		"b": {probe: Probe{FreePages: 100}, run: hold},
+	})
+	g := New(b, Config{Model: "m"})
+	var streams []<-chan *actors.TokenEvent
+	for range 16 {
+		streams = append(streams, g.Dispatch(context.Background(), job(40)))
+		// Dispatch routes asynchronously: let each decision land, as the
+		// probes' round trips would.
+		if !waitFor(func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.sent) == len(streams) }) {
+			t.Fatal("a job was not submitted")
+		}
+	}
+	per := map[string]int{}
+	for _, id := range b.sent {
+		per[id]++
+	}
+	if per["a"] != 8 || per["b"] != 8 {
+		t.Fatalf("16 simultaneous jobs went %v; want 8 and 8", per)
+	}
+	close(release)
+	for _, s := range streams {
+		drain(t, s)
+	}
+	if n := g.sent("a") + g.sent("b"); n != 0 {
+		t.Fatalf("%d jobs still counted in flight after all ended", n)
+	}
+}
+
+func waitFor(cond func() bool) bool {
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return false
+}

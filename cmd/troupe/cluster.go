@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -154,15 +155,19 @@ func (m *member) startModel(ctx context.Context, r node.Replica, log *slog.Logge
 	return rt, nil
 }
 
-// fetchAssets waits for a routable replica and takes its model's assets
-// into a folder of the gateway's own: opts then serves that folder, under
-// the replica's model name.
+// fetchAssets waits for a routable replica (of opts.ServedName, when set:
+// the gateway's default model) and takes its model's assets into a folder
+// of the gateway's own: opts then serves that folder, under the replica's
+// model name.
 func (m *member) fetchAssets(ctx context.Context, opts *troupe.Options, log *slog.Logger) error {
-	log.Info("gateway: waiting for a replica to take the model's tokenizer and chat template from")
+	log.Info("gateway: waiting for a replica to take the model's tokenizer and chat template from", "model", opts.ServedName)
 	var r node.Replica
 	for {
-		if reps := m.node.View().Replicas; len(reps) > 0 {
-			r = reps[0]
+		i := slices.IndexFunc(m.node.View().Replicas, func(rep node.Replica) bool {
+			return opts.ServedName == "" || rep.Model == opts.ServedName
+		})
+		if i >= 0 {
+			r = m.node.View().Replicas[i]
 			break
 		}
 		select {

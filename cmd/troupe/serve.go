@@ -63,7 +63,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxModelLen := fs.Int("max-model-len", 0, "most tokens one request may use, prompt plus output (0 = the model's max_position_embeddings)")
 	fs.IntVar(maxModelLen, "ctx-size", 0, "same as --max-model-len")
 	fs.IntVar(maxModelLen, "c", 0, "same as --max-model-len")
-	name := fs.String("served-model-name", "", "model name in the API (default: the folder's name, or org/name for a Hub model)")
+	name := fs.String("served-model-name", "", "model name in the API (default: the folder's name, or org/name for a Hub model); on a --gateway without --model, the model it takes first and serves when a request names none (default: the first replica's)")
 	revision := fs.String("revision", "main", "branch, tag or commit of a Hub model (org/name)")
 	tmpl := fs.String("chat-template", "", "chat template file overriding the model's")
 	host := fs.String("host", "127.0.0.1", "listen address (0.0.0.0: every interface)")
