@@ -2,6 +2,7 @@ package troupe
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/troupe-ai/troupe/actors"
 	"github.com/troupe-ai/troupe/chat"
+	"github.com/troupe-ai/troupe/engine"
 )
 
 // recordingDispatcher answers every job with its request id's length in
@@ -141,5 +143,33 @@ func TestCapabilityAdoptedBeforeTheAssets(t *testing.T) {
 	p, err := rt.Prepare(ctx, &chat.Request{Messages: []any{map[string]any{"role": "user", "content": "hi"}}, MaxTokens: 4}, false)
 	if err != nil || p.Capability != actors.SnapshotReuse {
 		t.Fatalf("first request once ready: capability %v, %v; want snapshot reuse", p.Capability, err)
+	}
+}
+
+// The replicas' length limits, passed on with their capability, make a
+// runtime without weights refuse what no replica can run before it
+// dispatches anything (an HTTP 400 instead of a stream's error event).
+func TestAdoptedLimitsRefuseEarly(t *testing.T) {
+	d := &recordingDispatcher{}
+	rt, err := Start(context.Background(), Options{NoWeights: true, Dispatcher: d, Preparers: 1, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	rt.AdoptCapability(&actors.CapabilityReady{Model: "x", MaxPos: 40})
+	if l, ok := rt.Limits(); !ok || l.MaxPos != 40 {
+		t.Fatalf("limits after adoption: %+v %v", l, ok)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err = rt.GenerateN(ctx, &chat.Request{Prompt: strings.Repeat("long prompt ", 4), MaxTokens: 40}, 1)
+	var tl *engine.TooLongError
+	if !errors.As(err, &tl) || tl.Limit != 40 {
+		t.Fatalf("a request past the replicas' 40 positions: %v, want a TooLongError", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.jobs) != 0 {
+		t.Fatalf("%d jobs dispatched, want none", len(d.jobs))
 	}
 }

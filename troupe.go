@@ -452,6 +452,14 @@ func (r *Runtime) PromptCache() bool { return r.opts.PromptCache }
 // for the model (history boundaries on snapshot-reuse models) rather than
 // fail-open. A runtime that loaded its model ignores it.
 func (r *Runtime) AdoptCapability(c *actors.CapabilityReady) {
+	if r.opts.NoWeights && (c.MaxPos > 0 || c.KvPages > 0) {
+		// The replicas' length limits: GenerateN refuses what they
+		// cannot run before dispatching it, and /v1/models shows them.
+		lim := engine.Limits{MaxPos: int(c.MaxPos), Capped: c.MaxPosCapped, Pages: int(c.KvPages), PageSize: int(c.KvPageSize)}
+		if old := r.limits.Load(); old == nil || *old != lim {
+			r.limits.Store(&lim)
+		}
+	}
 	r.system.Root.Send(r.pids.Model, &actors.CapabilityReady{Model: c.Model, SnapshotReuse: c.SnapshotReuse})
 }
 

@@ -31,6 +31,13 @@ type CapabilityReady struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SnapshotReuse bool                   `protobuf:"varint,1,opt,name=snapshot_reuse,json=snapshotReuse,proto3" json:"snapshot_reuse,omitempty"`
 	Model         string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	// The replica's length limits (engine.Limits), sent by cluster members
+	// so that a gateway refuses what no replica can run before routing it;
+	// 0 when not known (or unbounded).
+	MaxPos        int32 `protobuf:"varint,3,opt,name=max_pos,json=maxPos,proto3" json:"max_pos,omitempty"`
+	MaxPosCapped  bool  `protobuf:"varint,4,opt,name=max_pos_capped,json=maxPosCapped,proto3" json:"max_pos_capped,omitempty"`
+	KvPages       int32 `protobuf:"varint,5,opt,name=kv_pages,json=kvPages,proto3" json:"kv_pages,omitempty"`
+	KvPageSize    int32 `protobuf:"varint,6,opt,name=kv_page_size,json=kvPageSize,proto3" json:"kv_page_size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -77,6 +84,34 @@ func (x *CapabilityReady) GetModel() string {
 		return x.Model
 	}
 	return ""
+}
+
+func (x *CapabilityReady) GetMaxPos() int32 {
+	if x != nil {
+		return x.MaxPos
+	}
+	return 0
+}
+
+func (x *CapabilityReady) GetMaxPosCapped() bool {
+	if x != nil {
+		return x.MaxPosCapped
+	}
+	return false
+}
+
+func (x *CapabilityReady) GetKvPages() int32 {
+	if x != nil {
+		return x.KvPages
+	}
+	return 0
+}
+
+func (x *CapabilityReady) GetKvPageSize() int32 {
+	if x != nil {
+		return x.KvPageSize
+	}
+	return 0
 }
 
 // CapabilityAck acknowledges a CapabilityReady.
@@ -1349,10 +1384,15 @@ var File_actors_messages_proto protoreflect.FileDescriptor
 
 const file_actors_messages_proto_rawDesc = "" +
 	"\n" +
-	"\x15actors/messages.proto\x12\rtroupe.actors\"N\n" +
+	"\x15actors/messages.proto\x12\rtroupe.actors\"\xca\x01\n" +
 	"\x0fCapabilityReady\x12%\n" +
 	"\x0esnapshot_reuse\x18\x01 \x01(\bR\rsnapshotReuse\x12\x14\n" +
-	"\x05model\x18\x02 \x01(\tR\x05model\"\x0f\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12\x17\n" +
+	"\amax_pos\x18\x03 \x01(\x05R\x06maxPos\x12$\n" +
+	"\x0emax_pos_capped\x18\x04 \x01(\bR\fmaxPosCapped\x12\x19\n" +
+	"\bkv_pages\x18\x05 \x01(\x05R\akvPages\x12 \n" +
+	"\fkv_page_size\x18\x06 \x01(\x05R\n" +
+	"kvPageSize\"\x0f\n" +
 	"\rCapabilityAck\"\x11\n" +
 	"\x0fCapabilityQuery\";\n" +
 	"\x11CapabilityUnknown\x12&\n" +

@@ -10,6 +10,7 @@ import (
 	troupe "github.com/troupe-ai/troupe"
 	"github.com/troupe-ai/troupe/actors"
 	"github.com/troupe-ai/troupe/cluster/node"
+	"github.com/troupe-ai/troupe/engine"
 )
 
 // NodeBackend is the Backend of a cluster member.
@@ -123,16 +124,28 @@ func Status(ctx context.Context, n *node.Node) ClusterStatus {
 // model on to rt (an assets-only gateway runtime, troupe.Options.NoWeights),
 // every interval until ctx ends: its preparers then render as for the model
 // (the capability gate of DESIGN.md §8: fail-open until the gateway has seen
-// a replica's CapabilityReady). Passing it again changes nothing.
+// a replica's CapabilityReady), and it refuses a request that no replica
+// could run (the loosest of their length limits) before routing it. Passing
+// it again changes nothing.
 func ShareCapability(ctx context.Context, n *node.Node, rt *troupe.Runtime, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
+		var c *actors.CapabilityReady
+		var lim engine.Limits
 		for _, r := range n.View().Replicas {
-			if r.Model == rt.Name() {
-				rt.AdoptCapability(&actors.CapabilityReady{Model: r.Model, SnapshotReuse: r.SnapshotReuse})
-				break
+			if r.Model != rt.Name() {
+				continue
 			}
+			if c == nil {
+				c, lim = &actors.CapabilityReady{Model: r.Model, SnapshotReuse: r.SnapshotReuse}, r.Limits
+			} else {
+				lim = Loosest(lim, r.Limits)
+			}
+		}
+		if c != nil {
+			c.MaxPos, c.MaxPosCapped, c.KvPages, c.KvPageSize = int32(lim.MaxPos), lim.Capped, int32(lim.Pages), int32(lim.PageSize)
+			rt.AdoptCapability(c)
 		}
 		select {
 		case <-ctx.Done():
@@ -140,4 +153,23 @@ func ShareCapability(ctx context.Context, n *node.Node, rt *troupe.Runtime, ever
 		case <-tick.C:
 		}
 	}
+}
+
+// Loosest are the length limits that admit whatever a or b admits: a
+// request refused under them fits no replica. Zero fields are unbounded
+// (engine.Limits.Admit).
+func Loosest(a, b engine.Limits) engine.Limits {
+	switch {
+	case a.MaxPos == 0 || b.MaxPos == 0:
+		a.MaxPos, a.Capped = 0, false
+	case b.MaxPos > a.MaxPos:
+		a.MaxPos, a.Capped = b.MaxPos, b.Capped
+	}
+	switch {
+	case a.Pages == 0 || b.Pages == 0:
+		a.Pages = 0
+	case b.Pages*b.PageSize > a.Pages*a.PageSize:
+		a.Pages, a.PageSize = b.Pages, b.PageSize
+	}
+	return a
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/troupe-ai/troupe/actors"
 	"github.com/troupe-ai/troupe/cluster/node"
 	"github.com/troupe-ai/troupe/cluster/route"
+	"github.com/troupe-ai/troupe/engine"
 	"github.com/troupe-ai/troupe/kvcache"
 	"github.com/troupe-ai/troupe/metrics"
 )
@@ -353,4 +354,25 @@ func waitFor(cond func() bool) bool {
 		}
 	}
 	return false
+}
+
+func TestLoosest(t *testing.T) {
+	for _, tc := range []struct {
+		a, b, want engine.Limits
+	}{
+		{engine.Limits{MaxPos: 2048, Pages: 100, PageSize: 16}, engine.Limits{MaxPos: 4096, Capped: true, Pages: 50, PageSize: 16},
+			engine.Limits{MaxPos: 4096, Capped: true, Pages: 100, PageSize: 16}},
+		{engine.Limits{MaxPos: 2048, Pages: 100, PageSize: 16}, engine.Limits{MaxPos: 1024, Pages: 0, PageSize: 16},
+			engine.Limits{MaxPos: 2048, Pages: 0, PageSize: 16}},
+		{engine.Limits{MaxPos: 0}, engine.Limits{MaxPos: 1024, Capped: true}, engine.Limits{}},
+		{engine.Limits{MaxPos: 1024, Capped: true, Pages: 8, PageSize: 16}, engine.Limits{MaxPos: 1024, Capped: true, Pages: 8, PageSize: 16},
+			engine.Limits{MaxPos: 1024, Capped: true, Pages: 8, PageSize: 16}},
+	} {
+		if got := Loosest(tc.a, tc.b); got != tc.want {
+			t.Errorf("Loosest(%+v, %+v) = %+v, want %+v", tc.a, tc.b, got, tc.want)
+		}
+		if got := Loosest(tc.b, tc.a); got.MaxPos != tc.want.MaxPos || got.Pages*got.PageSize != tc.want.Pages*tc.want.PageSize {
+			t.Errorf("Loosest(%+v, %+v) = %+v: not symmetric", tc.b, tc.a, got)
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 
 	"github.com/troupe-ai/troupe/actors"
+	"github.com/troupe-ai/troupe/engine"
 )
 
 // endpoint is a node's actor under the well-known name EndpointName. It
@@ -179,6 +180,14 @@ func (e *endpoint) pollLocal(ctx actor.Context) {
 		if err != nil || !ok {
 			e.after(ctx, localPoll, &pollLocal{})
 			return
+		}
+		if rt := e.node.rt; rt != nil {
+			// The announcement carries the replica's length limits:
+			// gateways refuse what no replica can run.
+			if l, ok := rt.Limits(); ok {
+				c = &actors.CapabilityReady{Model: c.Model, SnapshotReuse: c.SnapshotReuse, MaxPos: int32(l.MaxPos),
+					MaxPosCapped: l.Capped, KvPages: int32(l.Pages), KvPageSize: int32(l.PageSize)}
+			}
 		}
 		e.localCap, e.localAt = c, time.Now()
 		if e.draining {
@@ -367,6 +376,11 @@ func sameCapability(a, b *actors.CapabilityReady) bool {
 	return a.Model == b.Model && a.SnapshotReuse == b.SnapshotReuse
 }
 
+// limitsOf are the length limits a CapabilityReady announces.
+func limitsOf(c *actors.CapabilityReady) engine.Limits {
+	return engine.Limits{MaxPos: int(c.MaxPos), Capped: c.MaxPosCapped, Pages: int(c.KvPages), PageSize: int(c.KvPageSize)}
+}
+
 // publish replaces the node's View.
 func (e *endpoint) publish() {
 	v := &View{Updated: time.Now()}
@@ -375,11 +389,11 @@ func (e *endpoint) publish() {
 	}
 	for id, s := range e.caps {
 		v.Replicas = append(v.Replicas, Replica{MemberID: id, Address: s.endpoint.Address, Model: s.cap.Model,
-			SnapshotReuse: s.cap.SnapshotReuse, Endpoint: s.endpoint, Since: s.since})
+			SnapshotReuse: s.cap.SnapshotReuse, Limits: limitsOf(s.cap), Endpoint: s.endpoint, Since: s.since})
 	}
 	if e.localCap != nil && !e.draining {
 		v.Replicas = append(v.Replicas, Replica{MemberID: e.selfID, Address: e.self.Address, Self: true,
-			Model: e.localCap.Model, SnapshotReuse: e.localCap.SnapshotReuse, Endpoint: e.self, Since: e.localAt})
+			Model: e.localCap.Model, SnapshotReuse: e.localCap.SnapshotReuse, Limits: limitsOf(e.localCap), Endpoint: e.self, Since: e.localAt})
 	}
 	slices.SortFunc(v.Members, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(v.Replicas, func(a, b Replica) int { return strings.Compare(a.MemberID, b.MemberID) })

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-ai/troupe/engine"
 )
 
 // View is what a node knows of the cluster at one moment: the members the
@@ -43,6 +45,10 @@ type Replica struct {
 	// capability (whole-state snapshots rather than KV prefix pages).
 	Model         string
 	SnapshotReuse bool
+	// Limits are the replica's length limits as it announced them (zero
+	// when it did not: a member of an older troupe, or a host's replica
+	// without a runtime).
+	Limits engine.Limits
 	// Endpoint takes PrefillJob, CancelJob, StatsQuery and CacheProbe
 	// for the replica's SchedulerActor (Node.Submit).
 	Endpoint *actor.PID

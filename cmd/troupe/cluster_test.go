@@ -319,6 +319,33 @@ func TestClusterGateway(t *testing.T) {
 			t.Fatalf("%s asked for %s: %d %q %v", x.c.Name, x.model, resp.StatusCode, a.Model, err)
 		}
 	}
+	// The gateway knows the replicas' length limits: it lists them, and
+	// refuses a request no replica can run with a 400 before routing it,
+	// even a stream.
+	var models struct {
+		Data []struct {
+			ID     string `json:"id"`
+			MaxLen int    `json:"max_model_len"`
+		} `json:"data"`
+	}
+	if err := getJSON(gw.url+"/v1/models", &models); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range models.Data {
+		if want := map[string]int{"troupe-demo": 4096, "tiny-mamba": 2048}[m.ID]; m.MaxLen != want {
+			t.Fatalf("the gateway lists %s with max_model_len %d, want %d", m.ID, m.MaxLen, want)
+		}
+	}
+	resp, err := http.Post(gw.url+"/v1/chat/completions", "application/json", strings.NewReader(
+		`{"model":"tiny-mamba","stream":true,"max_tokens":3000,"messages":[{"role":"user","content":"too long"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tooLong, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !strings.Contains(string(tooLong), "2048") {
+		t.Fatalf("a stream past tiny-mamba's 2048 positions through the gateway: %d %s", resp.StatusCode, tooLong)
+	}
 	// A snapshot model's conversation through the gateway resumes from the
 	// snapshot its first turn left on the replica.
 	mambaTurn := func(url string, msgs ...string) chatAnswer {
@@ -465,8 +492,9 @@ func TestClusterGateway(t *testing.T) {
 	if !waitUntil(20*time.Second, func() bool { return busy(1) == victim }) {
 		t.Fatalf("the second request did not queue on %s, the replica holding its prefix", victim.Name)
 	}
-	// 16 more streams, spread over both replicas by load: those routed to
-	// the victim wait behind S1 and R2 when it dies.
+	// 16 more streams with the same prefix: the victim holds it, so they
+	// go there until its load passes the other's by the policy's
+	// threshold, and wait behind S1 and R2 when it dies.
 	type streamEnd struct {
 		chunks int
 		done   bool
@@ -478,7 +506,8 @@ func TestClusterGateway(t *testing.T) {
 		go func() {
 			var e streamEnd
 			defer func() { ends <- e }()
-			body := fmt.Sprintf(`{"stream":true,"max_tokens":96,"ignore_eos":true,"messages":[{"role":"user","content":"stream %d of sixteen"}]}`, i)
+			body := fmt.Sprintf(`{"stream":true,"max_tokens":96,"ignore_eos":true,"messages":[{"role":"user","content":%q},`+
+				`{"role":"assistant","content":"ok"},{"role":"user","content":"stream %d of sixteen"}]}`, prefix, i)
 			client := &http.Client{Timeout: 90 * time.Second}
 			resp, err := client.Post(gw.url+"/v1/chat/completions", "application/json", strings.NewReader(body))
 			if err != nil {
