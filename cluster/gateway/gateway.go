@@ -147,7 +147,7 @@ func (g *Gateway) run(ctx context.Context, job *actors.PrefillJob, out chan<- *a
 	defer close(out)
 	var exclude []string
 	for attempt := 1; ; attempt++ {
-		r, d, err := g.Pick(ctx, job, exclude)
+		r, d, err := g.pick(ctx, job, exclude, true)
 		if err != nil {
 			select {
 			case out <- failed(job, err):
@@ -160,9 +160,8 @@ func (g *Gateway) run(ctx context.Context, job *actors.PrefillJob, out chan<- *a
 		}
 		g.cfg.Logger.Debug("cluster gateway: routed", "request", job.RequestId, "replica", r.MemberID,
 			"reason", d.Reason.String(), "cached_tokens", d.CachedTokens, "attempt", attempt)
-		g.track(r.MemberID, 1)
 		again := g.relay(ctx, r, job, out, attempt < g.cfg.MaxAttempts)
-		g.track(r.MemberID, -1)
+		g.done(r.MemberID)
 		if !again {
 			return
 		}
@@ -175,11 +174,11 @@ func (g *Gateway) run(ctx context.Context, job *actors.PrefillJob, out chan<- *a
 	}
 }
 
-// track counts a job sent to (+1) or ended on (-1) replica id.
-func (g *Gateway) track(id string, d int) {
+// done counts a job reserved on replica id (pick) as ended.
+func (g *Gateway) done(id string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.inflight[id] += d; g.inflight[id] <= 0 {
+	if g.inflight[id]--; g.inflight[id] <= 0 {
 		delete(g.inflight, id)
 	}
 }
@@ -225,6 +224,13 @@ func failed(job *actors.PrefillJob, err error) *actors.TokenEvent {
 // Pick probes the candidate replicas for job and routes it: the chosen
 // replica and the decision. exclude names member ids not to pick.
 func (g *Gateway) Pick(ctx context.Context, job *actors.PrefillJob, exclude []string) (node.Replica, route.Decision, error) {
+	return g.pick(ctx, job, exclude, false)
+}
+
+// pick is Pick; with reserve it counts the job as sent to the chosen
+// replica in the same step as the decision (track(-1) when it ends), so
+// that decisions made together see each other.
+func (g *Gateway) pick(ctx context.Context, job *actors.PrefillJob, exclude []string, reserve bool) (node.Replica, route.Decision, error) {
 	all := g.backend.Replicas()
 	states := make([]route.Replica, len(all))
 	var wg sync.WaitGroup
@@ -265,18 +271,26 @@ func (g *Gateway) Pick(ctx context.Context, job *actors.PrefillJob, exclude []st
 			}
 			s.Routable = true
 			s.Waiting, s.Running, s.FreePages = p.Waiting, p.Running, p.FreePages
-			// The jobs this gateway sent that have not ended are a floor
-			// of the replica's load: requests arriving together would
-			// otherwise all see the load of before the first was sent,
-			// and all go to one replica.
-			if own := g.sent(r.MemberID); own > s.Waiting+s.Running {
-				s.Waiting = own - s.Running
-			}
 			s.Prefix = probedPrefix(req, r.SnapshotReuse, p.Reusable)
 		}(&states[i], r)
 	}
 	wg.Wait()
+	// The jobs this gateway sent that have not ended are a floor of a
+	// replica's load: requests arriving together would otherwise all see
+	// the load of before the first was sent, and all go to one replica.
+	// The floor is read, and the decision counted, under one lock.
+	g.mu.Lock()
+	for i := range states {
+		s := &states[i]
+		if own := g.inflight[s.ID]; s.Routable && own > s.Waiting+s.Running {
+			s.Waiting = own - s.Running
+		}
+	}
 	d, err := route.Route(req, states, g.cfg.Policy)
+	if err == nil && reserve {
+		g.inflight[d.ReplicaID]++
+	}
+	g.mu.Unlock()
 	if err != nil {
 		return node.Replica{}, route.Decision{}, err
 	}
@@ -284,6 +298,9 @@ func (g *Gateway) Pick(ctx context.Context, job *actors.PrefillJob, exclude []st
 		if r.MemberID == d.ReplicaID {
 			return r, d, nil
 		}
+	}
+	if reserve {
+		g.done(d.ReplicaID)
 	}
 	return node.Replica{}, route.Decision{}, errors.New("cluster gateway: the route named a replica the view does not hold")
 }
