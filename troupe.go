@@ -149,6 +149,11 @@ type Options struct {
 	// and reports ready once the assets are read, and needs a Dispatcher
 	// to generate (a gateway-only cluster member).
 	NoWeights bool
+	// OnCached, when set, is told of every token prefix the prompt cache
+	// takes in or serves (engine.Options.OnCached): a cluster replica
+	// keeps from it the digest of cached prefixes it publishes. It runs on
+	// the engine's goroutine and must not keep tokens.
+	OnCached func(scope string, tokens []int32, snapshot bool)
 	// Metrics, with NoWeights, are collectors the runtime counts into
 	// instead of its own: a cluster member that prepares requests for
 	// several models (one runtime each) exposes one set of request,
@@ -316,7 +321,7 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 	root := system.Root
 	var err error
 	rt.pids.Scheduler, err = root.SpawnNamed(actor.PropsFromProducer(actors.NewSchedulerActor(
-		engine.Options{StepTokens: opts.StepTokens, MaxRunning: opts.Parallel, PrefixCache: opts.PromptCache,
+		engine.Options{StepTokens: opts.StepTokens, MaxRunning: opts.Parallel, PrefixCache: opts.PromptCache, OnCached: opts.OnCached,
 			SnapshotBudget: opts.SnapshotBudget, MaxModelLen: opts.MaxModelLen, StepStretch: opts.StepStretch}, rt.metrics, opts.Logger, rt.beat)), "scheduler-"+rt.name+"-"+uniq())
 	if err != nil {
 		return nil, fmt.Errorf("spawn scheduler: %w", err)

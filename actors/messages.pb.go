@@ -1380,6 +1380,143 @@ func (*Draining) Descriptor() ([]byte, []int) {
 	return file_actors_messages_proto_rawDescGZIP(), []int{18}
 }
 
+// ReplicaState is what a cluster replica publishes to the other members at
+// a bounded rate: its load and the digest of the prefixes its prompt cache
+// holds (chained block hashes for dense KV, snapshot keys for snapshot
+// models; cluster/route). A full state replaces what a member holds; a
+// delta (full false) applies only right after the state of seq - 1.
+type ReplicaState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Seq   uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Full  bool                   `protobuf:"varint,2,opt,name=full,proto3" json:"full,omitempty"`
+	// With full: the whole digest; else the entries added since seq - 1.
+	Added []uint64 `protobuf:"fixed64,3,rep,packed,name=added,proto3" json:"added,omitempty"`
+	// Entries dropped since seq - 1 (never with full).
+	Dropped       []uint64 `protobuf:"fixed64,4,rep,packed,name=dropped,proto3" json:"dropped,omitempty"`
+	Waiting       int32    `protobuf:"varint,5,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	Running       int32    `protobuf:"varint,6,opt,name=running,proto3" json:"running,omitempty"`
+	FreePages     int32    `protobuf:"varint,7,opt,name=free_pages,json=freePages,proto3" json:"free_pages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaState) Reset() {
+	*x = ReplicaState{}
+	mi := &file_actors_messages_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaState) ProtoMessage() {}
+
+func (x *ReplicaState) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_messages_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaState.ProtoReflect.Descriptor instead.
+func (*ReplicaState) Descriptor() ([]byte, []int) {
+	return file_actors_messages_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ReplicaState) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ReplicaState) GetFull() bool {
+	if x != nil {
+		return x.Full
+	}
+	return false
+}
+
+func (x *ReplicaState) GetAdded() []uint64 {
+	if x != nil {
+		return x.Added
+	}
+	return nil
+}
+
+func (x *ReplicaState) GetDropped() []uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return nil
+}
+
+func (x *ReplicaState) GetWaiting() int32 {
+	if x != nil {
+		return x.Waiting
+	}
+	return 0
+}
+
+func (x *ReplicaState) GetRunning() int32 {
+	if x != nil {
+		return x.Running
+	}
+	return 0
+}
+
+func (x *ReplicaState) GetFreePages() int32 {
+	if x != nil {
+		return x.FreePages
+	}
+	return 0
+}
+
+// ReplicaStateResync asks a replica for its full state (a member missed a
+// delta, or holds none).
+type ReplicaStateResync struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaStateResync) Reset() {
+	*x = ReplicaStateResync{}
+	mi := &file_actors_messages_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaStateResync) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaStateResync) ProtoMessage() {}
+
+func (x *ReplicaStateResync) ProtoReflect() protoreflect.Message {
+	mi := &file_actors_messages_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaStateResync.ProtoReflect.Descriptor instead.
+func (*ReplicaStateResync) Descriptor() ([]byte, []int) {
+	return file_actors_messages_proto_rawDescGZIP(), []int{20}
+}
+
 var File_actors_messages_proto protoreflect.FileDescriptor
 
 const file_actors_messages_proto_rawDesc = "" +
@@ -1508,7 +1645,17 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\n" +
 	"\n" +
-	"\bDrainingB$Z\"github.com/troupe-ai/troupe/actorsb\x06proto3"
+	"\bDraining\"\xb7\x01\n" +
+	"\fReplicaState\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04full\x18\x02 \x01(\bR\x04full\x12\x14\n" +
+	"\x05added\x18\x03 \x03(\x06R\x05added\x12\x18\n" +
+	"\adropped\x18\x04 \x03(\x06R\adropped\x12\x18\n" +
+	"\awaiting\x18\x05 \x01(\x05R\awaiting\x12\x18\n" +
+	"\arunning\x18\x06 \x01(\x05R\arunning\x12\x1d\n" +
+	"\n" +
+	"free_pages\x18\a \x01(\x05R\tfreePages\"\x14\n" +
+	"\x12ReplicaStateResyncB$Z\"github.com/troupe-ai/troupe/actorsb\x06proto3"
 
 var (
 	file_actors_messages_proto_rawDescOnce sync.Once
@@ -1522,33 +1669,35 @@ func file_actors_messages_proto_rawDescGZIP() []byte {
 	return file_actors_messages_proto_rawDescData
 }
 
-var file_actors_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_actors_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_actors_messages_proto_goTypes = []any{
-	(*CapabilityReady)(nil),   // 0: troupe.actors.CapabilityReady
-	(*CapabilityAck)(nil),     // 1: troupe.actors.CapabilityAck
-	(*CapabilityQuery)(nil),   // 2: troupe.actors.CapabilityQuery
-	(*CapabilityUnknown)(nil), // 3: troupe.actors.CapabilityUnknown
-	(*LoadStatusQuery)(nil),   // 4: troupe.actors.LoadStatusQuery
-	(*LoadStatus)(nil),        // 5: troupe.actors.LoadStatus
-	(*SamplingParams)(nil),    // 6: troupe.actors.SamplingParams
-	(*PrefillJob)(nil),        // 7: troupe.actors.PrefillJob
-	(*TopLogprob)(nil),        // 8: troupe.actors.TopLogprob
-	(*TokenEvent)(nil),        // 9: troupe.actors.TokenEvent
-	(*CancelJob)(nil),         // 10: troupe.actors.CancelJob
-	(*StatsQuery)(nil),        // 11: troupe.actors.StatsQuery
-	(*SchedulerStats)(nil),    // 12: troupe.actors.SchedulerStats
-	(*CacheReset)(nil),        // 13: troupe.actors.CacheReset
-	(*CacheProbe)(nil),        // 14: troupe.actors.CacheProbe
-	(*CacheProbeResult)(nil),  // 15: troupe.actors.CacheProbeResult
-	(*ModelAssetsQuery)(nil),  // 16: troupe.actors.ModelAssetsQuery
-	(*ModelAssets)(nil),       // 17: troupe.actors.ModelAssets
-	(*Draining)(nil),          // 18: troupe.actors.Draining
-	nil,                       // 19: troupe.actors.ModelAssets.FilesEntry
+	(*CapabilityReady)(nil),    // 0: troupe.actors.CapabilityReady
+	(*CapabilityAck)(nil),      // 1: troupe.actors.CapabilityAck
+	(*CapabilityQuery)(nil),    // 2: troupe.actors.CapabilityQuery
+	(*CapabilityUnknown)(nil),  // 3: troupe.actors.CapabilityUnknown
+	(*LoadStatusQuery)(nil),    // 4: troupe.actors.LoadStatusQuery
+	(*LoadStatus)(nil),         // 5: troupe.actors.LoadStatus
+	(*SamplingParams)(nil),     // 6: troupe.actors.SamplingParams
+	(*PrefillJob)(nil),         // 7: troupe.actors.PrefillJob
+	(*TopLogprob)(nil),         // 8: troupe.actors.TopLogprob
+	(*TokenEvent)(nil),         // 9: troupe.actors.TokenEvent
+	(*CancelJob)(nil),          // 10: troupe.actors.CancelJob
+	(*StatsQuery)(nil),         // 11: troupe.actors.StatsQuery
+	(*SchedulerStats)(nil),     // 12: troupe.actors.SchedulerStats
+	(*CacheReset)(nil),         // 13: troupe.actors.CacheReset
+	(*CacheProbe)(nil),         // 14: troupe.actors.CacheProbe
+	(*CacheProbeResult)(nil),   // 15: troupe.actors.CacheProbeResult
+	(*ModelAssetsQuery)(nil),   // 16: troupe.actors.ModelAssetsQuery
+	(*ModelAssets)(nil),        // 17: troupe.actors.ModelAssets
+	(*Draining)(nil),           // 18: troupe.actors.Draining
+	(*ReplicaState)(nil),       // 19: troupe.actors.ReplicaState
+	(*ReplicaStateResync)(nil), // 20: troupe.actors.ReplicaStateResync
+	nil,                        // 21: troupe.actors.ModelAssets.FilesEntry
 }
 var file_actors_messages_proto_depIdxs = []int32{
 	6,  // 0: troupe.actors.PrefillJob.sampling:type_name -> troupe.actors.SamplingParams
 	8,  // 1: troupe.actors.TokenEvent.top_logprobs:type_name -> troupe.actors.TopLogprob
-	19, // 2: troupe.actors.ModelAssets.files:type_name -> troupe.actors.ModelAssets.FilesEntry
+	21, // 2: troupe.actors.ModelAssets.files:type_name -> troupe.actors.ModelAssets.FilesEntry
 	3,  // [3:3] is the sub-list for method output_type
 	3,  // [3:3] is the sub-list for method input_type
 	3,  // [3:3] is the sub-list for extension type_name
@@ -1567,7 +1716,7 @@ func file_actors_messages_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_actors_messages_proto_rawDesc), len(file_actors_messages_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

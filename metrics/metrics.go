@@ -85,6 +85,7 @@ type Metrics struct {
 	HistoryRenders  *prometheus.CounterVec
 	RouteDecisions  *prometheus.CounterVec
 	RouteRetries    prometheus.Counter
+	RouteProbes     prometheus.Counter
 
 	CacheLookups, CacheHits, CachedTokens, CacheInserts prometheus.Counter
 	CacheEvictions, CacheSupersedes, CacheWarmUps       prometheus.Counter
@@ -128,6 +129,8 @@ func New() *Metrics {
 	}
 	m.RouteDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "troupe_route_decisions_total",
 		Help: "Routing decisions of a cluster gateway by reason: prefix-hit, sticky, least-load, round-robin."}, []string{"reason"})
+	m.RouteProbes = prometheus.NewCounter(prometheus.CounterOpts{Name: "troupe_route_probes_total",
+		Help: "Replicas a cluster gateway asked for their cache and load while routing, holding no fresh state they published."})
 	m.RouteRetries = prometheus.NewCounter(prometheus.CounterOpts{Name: "troupe_route_retries_total",
 		Help: "Jobs a cluster gateway routed again because their replica failed before the first token."})
 	counter := func(name, help string) prometheus.Counter {
@@ -144,7 +147,7 @@ func New() *Metrics {
 		Help: "Snapshot-cache misses by reason."}, []string{"reason"})
 	r.MustRegister(m.Requests, m.TTFT, m.InterToken, m.QueueDepth, m.Running, m.KVPagesUsed, m.KVPagesFree,
 		m.StateSlotsUsed, m.StateSlotsFree, m.KVBudget, m.KVPoolBytes, m.KVBytesInUse, m.SnapshotBudget, m.SnapshotBytes,
-		m.PromptTokens, m.GeneratedTokens, m.Preemptions, m.HistoryRenders, m.RouteDecisions, m.RouteRetries,
+		m.PromptTokens, m.GeneratedTokens, m.Preemptions, m.HistoryRenders, m.RouteDecisions, m.RouteRetries, m.RouteProbes,
 		m.CacheLookups, m.CacheHits, m.CachedTokens, m.CacheInserts, m.CacheEvictions, m.CacheSupersedes, m.CacheWarmUps, m.CacheMisses,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, o := range []string{Rendered, FailOpen, SkippedDense} {

@@ -19,6 +19,9 @@ type NodeBackend struct{ Node *node.Node }
 // Replicas implements Backend.
 func (b NodeBackend) Replicas() []node.Replica { return b.Node.View().Replicas }
 
+// Published implements Backend.
+func (b NodeBackend) Published(r node.Replica) (node.Published, bool) { return b.Node.Published(r.MemberID) }
+
 // Submit implements Backend.
 func (b NodeBackend) Submit(ctx context.Context, r node.Replica, job *actors.PrefillJob) <-chan *actors.TokenEvent {
 	return b.Node.Submit(ctx, r.Endpoint, job).Events

@@ -71,6 +71,14 @@ type Config struct {
 	Policy route.Policy
 	// ProbeTimeout bounds the probes of the candidates; 0 means 1s.
 	ProbeTimeout time.Duration
+	// Fresh is how old a replica's published state may be for routing
+	// on it; an older one (or none) makes the gateway probe the
+	// replica. 0 means 3s (replicas publish at least every second).
+	Fresh time.Duration
+	// Predicted bounds, per replica, the blocks the gateway expects it to
+	// have cached from the jobs it sent there since its last published
+	// state; 0 means 4096.
+	Predicted int
 	// MaxAttempts is how many replicas one job may be sent to (retries
 	// after a replica failed before its first event); 0 means 3.
 	MaxAttempts int
@@ -91,6 +99,8 @@ type Backend interface {
 	// Submit sends job to r and returns its events (ending with the one
 	// that carries a FinishReason, then closed); ending ctx cancels it.
 	Submit(ctx context.Context, r node.Replica, job *actors.PrefillJob) <-chan *actors.TokenEvent
+	// Published is the state r last published (Node.Published), if any.
+	Published(r node.Replica) (node.Published, bool)
 }
 
 // Probe is one replica's answer for one request.
@@ -110,6 +120,10 @@ type Gateway struct {
 	// sent there that have not ended.
 	mu       sync.Mutex
 	inflight map[string]int
+	// predicted are, per replica, the prompt blocks of the jobs this
+	// gateway sent there (guarded by mu): what its cache will hold before
+	// its published digest says so.
+	predicted map[string]*route.Digest
 }
 
 // New returns a gateway over backend.
@@ -123,10 +137,16 @@ func New(backend Backend, cfg Config) *Gateway {
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 3
 	}
+	if cfg.Fresh <= 0 {
+		cfg.Fresh = 3 * time.Second
+	}
+	if cfg.Predicted <= 0 {
+		cfg.Predicted = 4096
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Gateway{cfg: cfg, backend: backend, inflight: map[string]int{}}
+	return &Gateway{cfg: cfg, backend: backend, inflight: map[string]int{}, predicted: map[string]*route.Digest{}}
 }
 
 // Attach sets the model the gateway routes for and the metrics it counts
@@ -261,6 +281,15 @@ func (g *Gateway) pick(ctx context.Context, job *actors.PrefillJob, exclude []st
 			states[i].Routable = true
 			continue
 		}
+		if p, ok := g.backend.Published(r); ok && time.Since(p.At) < g.cfg.Fresh {
+			s := &states[i]
+			s.Routable = true
+			s.Waiting, s.Running, s.FreePages, s.Prefix = p.Waiting, p.Running, p.FreePages, p.Prefix
+			continue
+		}
+		if m := g.cfg.Metrics; m != nil {
+			m.RouteProbes.Inc()
+		}
 		wg.Add(1)
 		go func(s *route.Replica, r node.Replica) {
 			defer wg.Done()
@@ -279,16 +308,24 @@ func (g *Gateway) pick(ctx context.Context, job *actors.PrefillJob, exclude []st
 	// replica's load: requests arriving together would otherwise all see
 	// the load of before the first was sent, and all go to one replica.
 	// The floor is read, and the decision counted, under one lock.
+	// What the gateway sent a replica is in its cache before its
+	// published digest says so (the jobs' prompt blocks, dense models).
 	g.mu.Lock()
 	for i := range states {
 		s := &states[i]
 		if own := g.inflight[s.ID]; s.Routable && own > s.Waiting+s.Running {
 			s.Waiting = own - s.Running
 		}
+		if p, ok := g.predicted[s.ID]; ok && s.Routable && !s.SnapshotReuse {
+			s.Prefix = either{s.Prefix, p}
+		}
 	}
 	d, err := route.Route(req, states, g.cfg.Policy)
 	if err == nil && reserve {
 		g.inflight[d.ReplicaID]++
+		if !slices.ContainsFunc(states, func(s route.Replica) bool { return s.ID == d.ReplicaID && s.SnapshotReuse }) {
+			g.predict(d.ReplicaID, route.BlockHashes(req.Tenant, req.Tokens), all)
+		}
 	}
 	g.mu.Unlock()
 	if err != nil {
@@ -303,6 +340,29 @@ func (g *Gateway) pick(ctx context.Context, job *actors.PrefillJob, exclude []st
 		g.done(d.ReplicaID)
 	}
 	return node.Replica{}, route.Decision{}, errors.New("cluster gateway: the route named a replica the view does not hold")
+}
+
+// predict records that replica id will cache blocks (g.mu held), and
+// forgets the predictions of replicas no longer in all.
+func (g *Gateway) predict(id string, blocks []route.BlockHash, all []node.Replica) {
+	p, ok := g.predicted[id]
+	if !ok {
+		p = route.NewDigest(g.cfg.Predicted)
+		g.predicted[id] = p
+		for other := range g.predicted {
+			if !slices.ContainsFunc(all, func(r node.Replica) bool { return r.MemberID == other }) {
+				delete(g.predicted, other)
+			}
+		}
+	}
+	p.AddBlocks(blocks)
+}
+
+// either holds what a or b holds.
+type either struct{ a, b route.Prefixes }
+
+func (e either) Contains(h route.BlockHash) bool {
+	return (e.a != nil && e.a.Contains(h)) || e.b.Contains(h)
 }
 
 // probedPrefix is the digest a probe stands for, as far as req can tell:

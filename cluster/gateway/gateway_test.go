@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -23,6 +24,8 @@ import (
 type fakeReplica struct {
 	probe    Probe
 	probeErr error
+	// published, when set, is the state the replica published.
+	published *node.Published
 	// run produces the job's events on out (closed by the backend after).
 	run func(ctx context.Context, job *actors.PrefillJob, out chan<- *actors.TokenEvent)
 }
@@ -32,6 +35,7 @@ type fakeBackend struct {
 	by       map[string]*fakeReplica
 	mu       sync.Mutex
 	sent     []string // member ids jobs were submitted to
+	probed   int
 }
 
 func newFake(model string, reps map[string]*fakeReplica) *fakeBackend {
@@ -47,8 +51,18 @@ func newFake(model string, reps map[string]*fakeReplica) *fakeBackend {
 func (b *fakeBackend) Replicas() []node.Replica { return b.replicas }
 
 func (b *fakeBackend) Probe(ctx context.Context, r node.Replica, job *actors.PrefillJob) (Probe, error) {
+	b.mu.Lock()
+	b.probed++
+	b.mu.Unlock()
 	f := b.by[r.MemberID]
 	return f.probe, f.probeErr
+}
+
+func (b *fakeBackend) Published(r node.Replica) (node.Published, bool) {
+	if p := b.by[r.MemberID].published; p != nil {
+		return *p, true
+	}
+	return node.Published{}, false
 }
 
 func (b *fakeBackend) Submit(ctx context.Context, r node.Replica, job *actors.PrefillJob) <-chan *actors.TokenEvent {
@@ -124,9 +138,15 @@ func TestDispatchPrefersTheCachedPrefix(t *testing.T) {
 	if n := testutil.ToFloat64(m.RouteDecisions.WithLabelValues("prefix-hit")); n != 1 {
 		t.Fatalf("prefix-hit decisions = %v, want 1", n)
 	}
-	_, d, err := g.Pick(context.Background(), job(64), nil)
+	// The probe's 48 tokens, then the whole prompt once the gateway sent
+	// it there.
+	_, d, err := New(b, Config{Model: "m"}).Pick(context.Background(), job(64), nil)
 	if err != nil || d.CachedTokens != 48 {
 		t.Fatalf("decision %+v, %v: want 48 cached tokens", d, err)
+	}
+	_, d, err = g.Pick(context.Background(), job(64), nil)
+	if err != nil || d.CachedTokens != 64 {
+		t.Fatalf("decision %+v, %v: want the 64 tokens sent there cached", d, err)
 	}
 }
 
@@ -324,8 +344,10 @@ func TestBurstIsSpread(t *testing.T) {
 	})
 	g := New(b, Config{Model: "m"})
 	var streams []<-chan *actors.TokenEvent
-	for range 16 {
-		streams = append(streams, g.Dispatch(context.Background(), job(40)))
+	for i := range 16 {
+		j := job(40)
+		j.Prompt[0] = int32(1000 + i) // 16 different prompts
+		streams = append(streams, g.Dispatch(context.Background(), j))
 	}
 	if !waitFor(func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.sent) == 16 }) {
 		t.Fatal("not every job was submitted")
@@ -373,5 +395,50 @@ func TestLoosest(t *testing.T) {
 		if got := Loosest(tc.b, tc.a); got.MaxPos != tc.want.MaxPos || got.Pages*got.PageSize != tc.want.Pages*tc.want.PageSize {
 			t.Errorf("Loosest(%+v, %+v) = %+v: not symmetric", tc.b, tc.a, got)
 		}
+	}
+}
+
+// TestPublishedState: replicas that published a fresh state are routed on
+// it without a probe (its digest finds the prefix); one whose state is
+// stale is probed; and a job's prompt counts as cached on the replica it
+// was sent to before any digest says so, so the conversation's next turn
+// follows it.
+func TestPublishedState(t *testing.T) {
+	j := job(64)
+	now := time.Now()
+	b := newFake("m", map[string]*fakeReplica{
+		"a": {published: &node.Published{At: now, Running: 1, Prefix: route.NewHashSet(route.BlockHashes("", j.Prompt[:48]))}, run: tokens(1)},
+		"b": {published: &node.Published{At: now}, run: tokens(1)},
+	})
+	m := metrics.New()
+	g := New(b, Config{Model: "m", Metrics: m})
+	r, d, err := g.Pick(context.Background(), j, nil)
+	if err != nil || r.MemberID != "a" || d.Reason != route.ReasonPrefixHit || d.CachedTokens != 48 {
+		t.Fatalf("routed to %s (%v, %d cached, %v); want a, prefix-hit, 48", r.MemberID, d.Reason, d.CachedTokens, err)
+	}
+	if b.probed != 0 || testutil.ToFloat64(m.RouteProbes) != 0 {
+		t.Fatalf("%d probes with fresh published states", b.probed)
+	}
+
+	// Nothing published knows this conversation: its first turn goes to
+	// the less loaded b, and its second turn follows it there.
+	turn1 := job(40)
+	for i := range turn1.Prompt {
+		turn1.Prompt[i] = int32(100 + i)
+	}
+	drain(t, g.Dispatch(context.Background(), turn1))
+	turn2 := &actors.PrefillJob{RequestId: "gw-req-2", Prompt: append(slices.Clone(turn1.Prompt), 7, 8, 9, 10, 11, 12, 13, 14, 15, 16), MaxTokens: 4}
+	// b is now the busier one by what it published.
+	b.by["b"].published.Running = 1
+	b.by["a"].published.Running = 0
+	if r, d, err := g.Pick(context.Background(), turn2, nil); err != nil || r.MemberID != "b" || d.Reason != route.ReasonPrefixHit || d.CachedTokens != 32 {
+		t.Fatalf("turn 2 routed to %s (%v, %d cached, %v); want b, prefix-hit on turn 1's 32 block tokens", r.MemberID, d.Reason, d.CachedTokens, err)
+	}
+
+	// A stale state: probed.
+	b.by["a"].published.At = now.Add(-time.Minute)
+	b.by["a"].probe = Probe{FreePages: 1}
+	if _, _, err := g.Pick(context.Background(), j, nil); err != nil || b.probed != 1 || testutil.ToFloat64(m.RouteProbes) != 1 {
+		t.Fatalf("a stale state: %d probes (%v), want 1", b.probed, err)
 	}
 }

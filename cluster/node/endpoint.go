@@ -39,6 +39,15 @@ type endpoint struct {
 	// jobs are the request ids of the jobs forwarded for each watched
 	// requester (by PID).
 	jobs map[string]map[string]struct{}
+	// Publication of this replica's state (publish.go): the digest
+	// (nil: nothing to publish), the ticks and sequence number so far, the
+	// load and time of the last send, the members owed a full state.
+	digest   *cacheDigest
+	pubTicks int
+	pubSeq   uint64
+	pubLoad  [3]int32
+	pubAt    time.Time
+	needFull map[string]bool
 }
 
 type seenCapability struct {
@@ -59,7 +68,8 @@ type startDrain struct{ done chan struct{} }
 func newEndpoint(n *Node, local *actors.Pids) *endpoint {
 	return &endpoint{node: n, local: local, selfID: n.ID(),
 		members: map[string]*cluster.Member{}, since: map[string]time.Time{}, jobs: map[string]map[string]struct{}{},
-		caps: map[string]seenCapability{}, states: map[string]MemberState{}, pidOf: endpointOf}
+		caps: map[string]seenCapability{}, states: map[string]MemberState{}, pidOf: endpointOf,
+		digest: n.digest, needFull: map[string]bool{}}
 }
 
 // localPoll is how often a replica asks its own ModelActor whether the
@@ -74,6 +84,9 @@ func (e *endpoint) Receive(ctx actor.Context) {
 		if e.local != nil {
 			e.pollLocal(ctx)
 		}
+		if e.digest != nil {
+			e.after(ctx, e.node.cfg.PublishInterval, &publishTick{})
+		}
 		e.after(ctx, e.node.cfg.QueryInterval, &queryTick{})
 	case *topologyAt:
 		e.topology(ctx, m.topology, m.at)
@@ -84,6 +97,15 @@ func (e *endpoint) Receive(ctx actor.Context) {
 		e.after(ctx, e.node.cfg.QueryInterval, &queryTick{})
 	case *pollLocal:
 		e.pollLocal(ctx)
+	case *publishTick:
+		e.publishState(ctx)
+		e.after(ctx, e.node.cfg.PublishInterval, &publishTick{})
+	case *actors.ReplicaState:
+		e.receiveState(ctx, m)
+	case *actors.ReplicaStateResync:
+		if id, ok := e.sender(ctx); ok {
+			e.needFull[id] = true
+		}
 	case *actors.CapabilityQuery:
 		// A member asks; the answer is a Request so that it carries this
 		// endpoint as its sender, which names this member. A gateway
@@ -243,8 +265,10 @@ func (e *endpoint) topology(ctx actor.Context, t *cluster.ClusterTopology, at ti
 	}
 	for _, m := range t.Joined {
 		e.node.cfg.Logger.Info("cluster node: member joined", "member", m.Id, "address", m.Address())
+		e.needFull[m.Id] = true
 	}
 	e.members = members
+	e.forgetStates()
 	if e.draining || e.localCap != nil {
 		var msg any = e.localCap
 		if e.draining {

@@ -55,6 +55,13 @@ type Config struct {
 	// QueryInterval is how often the node asks members whose capability
 	// it has not seen yet for it; 0 means 500ms.
 	QueryInterval time.Duration
+	// PublishInterval is how often a replica publishes its load and the
+	// changes of its cache digest to the other members (when something
+	// changed, else at least every second); 0 means 250ms.
+	PublishInterval time.Duration
+	// DigestEntries bounds a replica's published digest (8 bytes an
+	// entry, one per 16-token block or per snapshot); 0 means 4096.
+	DigestEntries int
 	// Model, when set, makes the node a replica that serves this model;
 	// nil makes it a gateway (no model).
 	Model *troupe.Options
@@ -73,6 +80,13 @@ type Node struct {
 	sub      *eventstream.Subscription
 	view     atomic.Pointer[View]
 	selfID   atomic.Value // string: this member's id in the topology
+	// digest records what this replica's prompt cache holds, for
+	// publishing (nil on a gateway).
+	digest *cacheDigest
+	// published are the states the other replicas published (by member
+	// id), guarded by pubMu.
+	pubMu     sync.RWMutex
+	published map[string]*publishedState
 }
 
 // Start joins the cluster and, for a replica, starts the model's pipeline.
@@ -90,6 +104,12 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 	if cfg.QueryInterval <= 0 {
 		cfg.QueryInterval = 500 * time.Millisecond
+	}
+	if cfg.PublishInterval <= 0 {
+		cfg.PublishInterval = 250 * time.Millisecond
+	}
+	if cfg.DigestEntries <= 0 {
+		cfg.DigestEntries = 4096
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -130,6 +150,17 @@ func Start(cfg Config) (n *Node, err error) {
 		opts := *cfg.Model
 		if opts.RequestIDPrefix == "" {
 			opts.RequestIDPrefix = system.ID + "-"
+		}
+		// What the prompt cache takes in and serves feeds the digest
+		// this replica publishes.
+		n.digest = newCacheDigest(cfg.DigestEntries)
+		if prev := opts.OnCached; prev != nil {
+			opts.OnCached = func(scope string, tokens []int32, snapshot bool) {
+				prev(scope, tokens, snapshot)
+				n.digest.record(scope, tokens, snapshot)
+			}
+		} else {
+			opts.OnCached = n.digest.record
 		}
 		n.rt, err = troupe.Spawn(system, opts)
 		if err != nil {

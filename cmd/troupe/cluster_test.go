@@ -425,7 +425,21 @@ func TestClusterGateway(t *testing.T) {
 	// every chat shares (a few tokens of the template). Greedy answers
 	// may differ between the two (a prefill split differently by what is
 	// cached rounds differently), so each is judged on its own turns.
+	probes := func() float64 {
+		var m bytes.Buffer
+		if resp, err := http.Get(gw.url + "/metrics"); err == nil {
+			_, _ = io.Copy(&m, resp.Body)
+			resp.Body.Close()
+		}
+		return metricValue(m.String(), "troupe_route_probes_total")
+	}
+	probesBefore := probes()
 	g1, g2 := converse(gw.url, "Alpha")
+	// The gateway routed on the replicas' published states (and what it
+	// sent them itself), asking none of them.
+	if p := probes(); p != probesBefore || p < 0 {
+		t.Fatalf("the gateway probed replicas %v times for the conversation (%v before): want none, their states published", p-probesBefore, probesBefore)
+	}
 	d1, d2 := converse(singleNode(t, "", ""), "Alpha")
 	for _, c := range []struct {
 		where  string
