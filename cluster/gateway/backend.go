@@ -20,7 +20,9 @@ type NodeBackend struct{ Node *node.Node }
 func (b NodeBackend) Replicas() []node.Replica { return b.Node.View().Replicas }
 
 // Published implements Backend.
-func (b NodeBackend) Published(r node.Replica) (node.Published, bool) { return b.Node.Published(r.MemberID) }
+func (b NodeBackend) Published(r node.Replica) (node.Published, bool) {
+	return b.Node.Published(r.MemberID)
+}
 
 // Submit implements Backend.
 func (b NodeBackend) Submit(ctx context.Context, r node.Replica, job *actors.PrefillJob) <-chan *actors.TokenEvent {
