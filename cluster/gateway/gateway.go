@@ -6,24 +6,32 @@
 // path (OpenAI chat and completions, Responses, Anthropic) generates through
 // Runtime.GenerateN, so they all route the same way.
 //
-// # Replica state: probed per request
+// # Replica state: published, predicted, probed as a fallback
 //
 // The router needs each candidate's load and what it has cached of the
-// request's prompt. This first version asks for both when it routes: one
-// CacheProbe (the exact number of prompt tokens the replica's prompt cache
-// would reuse now) and one StatsQuery (waiting and running sequences, free
-// KV pages) to every candidate, in parallel, bounded by Config.ProbeTimeout.
-// A probe's answer is turned into the digest route.Route expects: the block
-// hashes of the reusable prefix (dense KV models), or the snapshot key at the
-// request's history boundary when the replica would reuse that much
-// (snapshot models); a lone candidate is not probed. So the policy (route.CacheAware by default) sees exact
-// state, at the price of one round trip to each candidate before the job is
-// sent; a replica that does not answer in time is not a candidate. A
+// request's prompt. Replicas publish both (cluster/node: load and a bounded
+// digest of block hashes or snapshot keys, as deltas every 250 ms), and a
+// candidate whose published state is fresher than Config.Fresh is routed on
+// it with no round trip. Two things fill the gap between publications: a
 // replica's load is at least the jobs this gateway sent it that have not
-// ended, so a burst of requests, each probing before the others' jobs
-// arrive, is spread instead of sent to the replica idle at the start. Published
-// replica state (digests fed by the engine's OnCached, at a bounded rate)
-// would remove that round trip; it is not done yet.
+// ended (counted in the same locked step as each decision, so a burst is
+// spread instead of sent to the replica idle at its start), and a job's
+// prompt blocks count as cached on the replica it went to (a bounded digest
+// per replica, Config.Predicted; dense models), so a conversation's next
+// turn follows it before the replica's digest says so, as SGLang's router
+// inserts each request into the tree of the worker it chose.
+//
+// A candidate with no fresh state (a replica of a host cluster without a
+// troupe runtime, or one that just joined) is probed instead: one
+// CacheProbe (the exact number of prompt tokens its prompt cache would reuse
+// now) and one StatsQuery, in parallel with the other probes, bounded by
+// Config.ProbeTimeout; a replica that does not answer in time is not a
+// candidate. A probe's answer is turned into the digest route.Route
+// expects: the block hashes of the reusable prefix (dense KV models), or the
+// snapshot key at the request's history boundary when the replica would
+// reuse that much (snapshot models). Probes count in
+// troupe_route_probes_total. A lone candidate is neither looked up nor
+// probed.
 //
 // A request that names a conversation (prompt_cache_key, the
 // conversation part of the job's CacheScope) carries it as the route's

@@ -78,6 +78,24 @@
 // replica's endpoint names that endpoint (its sender) and arrives in one
 // hop; the query on join and every QueryInterval makes it order-proof.
 //
+// # Replica state: published by each replica to each member
+//
+// A replica's load and a digest of what its prompt cache holds
+// (publish.go) go the same way, for the same reasons: its endpoint sends a
+// ReplicaState to every other member each Config.PublishInterval (250 ms)
+// when something changed, and at least every second. The digest
+// (route.Digest, Config.DigestEntries entries, least recently used
+// dropped first) is fed by the engine (troupe.Options.OnCached) with every
+// prefix the prompt cache takes in or serves; a state carries the entries
+// added and dropped since the previous one, numbered, so a member applies
+// it only in sequence and otherwise asks for a full state
+// (ReplicaStateResync). New members get a full state at once, all members
+// every 40 periods. Members hold the states by replica (Node.Published)
+// for their gateways (cluster/gateway). At R replicas and M members that is
+// R·(M−1) messages per period at most, each a few hundred bytes in steady
+// state (8 bytes per block added or dropped), against one probe per
+// candidate per request before.
+//
 // # Membership providers and failure detection
 //
 // Config.Provider (--cluster-provider) picks protoactor-go's provider;
