@@ -464,7 +464,11 @@ type PrefillJob struct {
 	WarmUp bool `protobuf:"varint,10,opt,name=warm_up,json=warmUp,proto3" json:"warm_up,omitempty"`
 	// max_tokens is an upper bound: lower it to what the model's positions
 	// and the KV pool leave after the prompt (APIs where it is optional).
-	FitMaxTokens  bool `protobuf:"varint,11,opt,name=fit_max_tokens,json=fitMaxTokens,proto3" json:"fit_max_tokens,omitempty"`
+	FitMaxTokens bool `protobuf:"varint,11,opt,name=fit_max_tokens,json=fitMaxTokens,proto3" json:"fit_max_tokens,omitempty"`
+	// The conversation's opening, hashed (chat.Request.ConversationKey): a
+	// cluster gateway keeps the turns of a conversation that names no
+	// prompt_cache_key on one replica by it; "" when not a chat.
+	Conversation  string `protobuf:"bytes,12,opt,name=conversation,proto3" json:"conversation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -574,6 +578,13 @@ func (x *PrefillJob) GetFitMaxTokens() bool {
 		return x.FitMaxTokens
 	}
 	return false
+}
+
+func (x *PrefillJob) GetConversation() string {
+	if x != nil {
+		return x.Conversation
+	}
+	return ""
 }
 
 type TopLogprob struct {
@@ -1549,7 +1560,7 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\x10presence_penalty\x18\x06 \x01(\x02R\x0fpresencePenalty\x12+\n" +
 	"\x11frequency_penalty\x18\a \x01(\x02R\x10frequencyPenalty\x12\x12\n" +
 	"\x04seed\x18\b \x01(\x04R\x04seed\x12\x19\n" +
-	"\bhas_seed\x18\t \x01(\bR\ahasSeed\"\x82\x03\n" +
+	"\bhas_seed\x18\t \x01(\bR\ahasSeed\"\xa6\x03\n" +
 	"\n" +
 	"PrefillJob\x12\x1d\n" +
 	"\n" +
@@ -1566,7 +1577,8 @@ const file_actors_messages_proto_rawDesc = "" +
 	"cacheScope\x12\x17\n" +
 	"\awarm_up\x18\n" +
 	" \x01(\bR\x06warmUp\x12$\n" +
-	"\x0efit_max_tokens\x18\v \x01(\bR\ffitMaxTokens\"<\n" +
+	"\x0efit_max_tokens\x18\v \x01(\bR\ffitMaxTokens\x12\"\n" +
+	"\fconversation\x18\f \x01(\tR\fconversation\"<\n" +
 	"\n" +
 	"TopLogprob\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\x05R\x05token\x12\x18\n" +

@@ -33,10 +33,12 @@
 // troupe_route_probes_total. A lone candidate is neither looked up nor
 // probed.
 //
-// A request that names a conversation (prompt_cache_key, the
-// conversation part of the job's CacheScope) carries it as the route's
-// sticky key: while no candidate's cache holds more of the prompt, the
-// conversation stays on the replica rendezvous hashing gives it.
+// A chat request's conversation is the route's sticky key: the
+// conversation part of the job's CacheScope (prompt_cache_key), else the
+// hash of its opening messages (PrefillJob.Conversation). While no
+// candidate's cache holds more of the prompt, the conversation stays on
+// the replica rendezvous hashing gives it, so a snapshot model's turns
+// find their state even before a digest records it.
 //
 // # Several models
 //
@@ -267,10 +269,14 @@ func (g *Gateway) pick(ctx context.Context, job *actors.PrefillJob, exclude []st
 	req := route.Request{Model: g.cfg.Model, Tokens: job.Prompt, Boundary: int(job.HistoryBoundary), Exclude: exclude}
 	var conv string
 	req.Tenant, conv = kvcache.SplitScope(job.CacheScope)
-	if conv != "" {
+	switch {
+	case conv != "":
 		// prompt_cache_key: the conversation sticks to one replica while
 		// no replica's cache tells better.
 		req.StickyKey = job.CacheScope
+	case job.Conversation != "":
+		// Else the conversation's opening does.
+		req.StickyKey = req.Tenant + "\x00" + job.Conversation
 	}
 	candidates := 0
 	for _, r := range all {

@@ -325,6 +325,17 @@ func TestStickyConversation(t *testing.T) {
 	if _, d, err := g.Pick(context.Background(), j, nil); err != nil || d.Reason != route.ReasonLeastLoad {
 		t.Fatalf("no conversation key: %v %v, want least-load", d.Reason, err)
 	}
+	// No prompt_cache_key but the conversation's opening: sticky too.
+	var first string
+	for turn := range 3 {
+		j := job(32 + 16*turn)
+		j.CacheScope, j.Conversation = kvcache.JoinScope("tenant-1", ""), "opening-7"
+		r, d, err := g.Pick(context.Background(), j, nil)
+		if err != nil || d.Reason != route.ReasonSticky || (turn > 0 && r.MemberID != first) {
+			t.Fatalf("opening key, turn %d: %s %v %v (turn 1 on %s)", turn, r.MemberID, d.Reason, err, first)
+		}
+		first = r.MemberID
+	}
 }
 
 // TestBurstIsSpread: 16 requests arriving together, routed concurrently,

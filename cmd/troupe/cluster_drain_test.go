@@ -91,7 +91,7 @@ func TestClusterDrain(t *testing.T) {
 		startMemberChild(t, "replica-a", ports, 3, 0, common, "--parallel", "1", "--shutdown-timeout", "60s"),
 		startMemberChild(t, "replica-b", ports, 3, 1, common, "--parallel", "1", "--shutdown-timeout", "60s"),
 	}
-	gw := startMemberChild(t, "gateway", ports, 3, 2, common, "--gateway")
+	gw := startMemberChild(t, "gateway", ports, 3, 2, common, "--no-model")
 	var view clusterView
 	if !waitUntil(3*time.Minute, func() bool {
 		return getJSON(gw.url+"/v1/cluster", &view) == nil && len(view.Members) == 3 && view.routable() == 2
@@ -314,13 +314,16 @@ func TestClusterSlowJoin(t *testing.T) {
 		t.Errorf("no log of A's load end (%v) or of its routability on the gateway (%v)", ok1, ok2)
 	}
 	aBefore := metricValue(metricsOf(a.url), "troupe_generated_tokens_total")
-	for i := 0; i < 8; i++ {
-		if a, _, err := postChat(gw.url, chatBody(1, fmt.Sprintf("once A is loaded %d", i))); err != nil || len(a.Choices) != 1 {
+	// 16 conversations, each opening differently from its first tokens:
+	// none finds a cached prefix, so each goes where rendezvous hashing of
+	// its opening puts it, on A for half of them (all 16 on B: 2^-16).
+	for i := 0; i < 16; i++ {
+		if a, _, err := postChat(gw.url, chatBody(1, fmt.Sprintf("%d: once A is loaded", i))); err != nil || len(a.Choices) != 1 {
 			t.Fatalf("a request once A is loaded: %v %+v", err, a)
 		}
 	}
 	if got := metricValue(metricsOf(a.url), "troupe_generated_tokens_total") - aBefore; got <= 0 {
-		t.Errorf("replica A generated nothing of 8 requests once routable")
+		t.Errorf("replica A generated nothing of 16 requests once routable")
 	}
 	gm = metricsOf(gw.url)
 	if v := metricValue(gm, `troupe_history_renders_total{outcome="fail_open"}`); v != 0 {

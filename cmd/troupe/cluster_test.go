@@ -660,7 +660,7 @@ func TestClusterGateway(t *testing.T) {
 	// Routing decisions by reason; the gateway's preparers adopted the
 	// replicas' capability (dense KV: no history render; snapshot: one
 	// render per chat request), not fail-open.
-	for _, want := range []string{`troupe_route_decisions_total{reason="prefix-hit"}`, `troupe_route_decisions_total{reason="least-load"}`,
+	for _, want := range []string{`troupe_route_decisions_total{reason="prefix-hit"}`, `troupe_route_decisions_total{reason="sticky"}`,
 		`troupe_history_renders_total{outcome="skipped_dense"}`, `troupe_history_renders_total{outcome="rendered"}`} {
 		if metricValue(metrics.String(), want) <= 0 {
 			t.Errorf("the gateway's /metrics has no positive %s:\n%s", want, metrics.String())

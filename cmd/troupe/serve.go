@@ -32,6 +32,8 @@ func serveAlias(name string) (canonical string, ok bool) {
 		return "model", true
 	case "c", "ctx-size":
 		return "max-model-len", true
+	case "no-model":
+		return "gateway", true
 	}
 	return "", false
 }
@@ -109,6 +111,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	clusterAdvertise := fs.String("cluster-advertise", "", "cluster: the host:port other members reach this member's remote at, when it is not --cluster-host:--cluster-port (0.0.0.0, NAT, containers)")
 	clusterName := fs.String("cluster-name", "troupe", "cluster: members of different clusters ignore each other")
 	gatewayOnly := fs.Bool("gateway", false, "cluster: serve as a gateway only: take the model's tokenizer and chat template (not its weights) from the first replica, or from --model DIR when given, prepare each request here and route it to a replica of the cluster")
+	fs.BoolVar(gatewayOnly, "no-model", false, "same as --gateway")
 	fs.Usage = func() { serveUsage(fs) }
 	// Flags may come before or after the model (serve DIR --port 9000).
 	positional, err := parseInterleaved(fs, args)
@@ -326,7 +329,8 @@ func serveUsage(fs *flag.FlagSet) {
 		"Every flag can also be set as TROUPE_<FLAG>, dashes as underscores\n"+
 		"(TROUPE_KV_BUDGET=2GiB, TROUPE_API_KEY=...); the command line wins.\n"+
 		"--host 0.0.0.0 listens on every interface (default: this machine only).\n"+
-		"Aliases: -m for --model, -c and --ctx-size for --max-model-len.\n"+
+		"Aliases: -m for --model, -c and --ctx-size for --max-model-len,\n"+
+		"--no-model for --gateway.\n"+
 		"Cluster: --cluster-provider automanaged joins the members named by\n"+
 		"--cluster-peers (each member's provider host:port), etcd the members\n"+
 		"registered in --etcd-endpoints, k8s the pods of its namespace (see\n"+
