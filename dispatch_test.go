@@ -34,6 +34,25 @@ func (d *recordingDispatcher) Dispatch(ctx context.Context, job *actors.PrefillJ
 	return out
 }
 
+// waitLoaded waits until rt reports ready, failing t if its load fails or
+// ctx ends first.
+func waitLoaded(ctx context.Context, t *testing.T, rt *Runtime) {
+	t.Helper()
+	for {
+		st, err := rt.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Ready {
+			return
+		}
+		if st.Error != "" {
+			t.Fatal(st.Error)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // A runtime with a Dispatcher and no weights prepares locally and
 // generates through the dispatcher: ids carry the prefix, n > 1 choices
 // each get a job.
@@ -49,19 +68,7 @@ func TestDispatcherRuntimeWithoutWeights(t *testing.T) {
 	defer rt.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for {
-		st, err := rt.Status(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Ready {
-			break
-		}
-		if st.Error != "" {
-			t.Fatal(st.Error)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitLoaded(ctx, t, rt)
 	if _, ok := rt.Limits(); ok {
 		t.Fatal("a runtime without weights has no model limits")
 	}
@@ -130,16 +137,7 @@ func TestCapabilityAdoptedBeforeTheAssets(t *testing.T) {
 	rt.AdoptCapability(&actors.CapabilityReady{Model: "x", SnapshotReuse: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for {
-		st, err := rt.Status(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Ready {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitLoaded(ctx, t, rt)
 	p, err := rt.Prepare(ctx, &chat.Request{Messages: []any{map[string]any{"role": "user", "content": "hi"}}, MaxTokens: 4}, false)
 	if err != nil || p.Capability != actors.SnapshotReuse {
 		t.Fatalf("first request once ready: capability %v, %v; want snapshot reuse", p.Capability, err)
