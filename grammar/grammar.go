@@ -1,0 +1,291 @@
+package grammar
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+)
+
+// ByteSet is a set of bytes: the terminal symbols of a grammar are byte
+// classes, so one terminal matches one byte of output.
+type ByteSet [4]uint64
+
+// Add puts b in s.
+func (s *ByteSet) Add(b byte) { s[b>>6] |= 1 << (b & 63) }
+
+// AddRange puts lo..hi (inclusive) in s.
+func (s *ByteSet) AddRange(lo, hi byte) {
+	for c := int(lo); c <= int(hi); c++ {
+		s.Add(byte(c))
+	}
+}
+
+// Has reports whether b is in s.
+func (s *ByteSet) Has(b byte) bool { return s[b>>6]&(1<<(b&63)) != 0 }
+
+// Union adds every byte of o to s.
+func (s *ByteSet) Union(o ByteSet) {
+	for i := range s {
+		s[i] |= o[i]
+	}
+}
+
+// Len is the number of bytes in s.
+func (s *ByteSet) Len() int {
+	n := 0
+	for _, w := range s {
+		n += bits.OnesCount64(w)
+	}
+	return n
+}
+
+// Bytes returns the set of the given bytes.
+func Bytes(bs ...byte) ByteSet {
+	var s ByteSet
+	for _, b := range bs {
+		s.Add(b)
+	}
+	return s
+}
+
+// Range returns the set lo..hi (inclusive).
+func Range(lo, hi byte) ByteSet {
+	var s ByteSet
+	s.AddRange(lo, hi)
+	return s
+}
+
+// Sym is one symbol of a production: a terminal byte class (NT < 0) or a
+// nonterminal (NT >= 0, a rule of the Builder).
+type Sym struct {
+	NT  int32
+	Set ByteSet
+}
+
+// T is the terminal symbol matching one byte of set.
+func T(set ByteSet) Sym { return Sym{NT: -1, Set: set} }
+
+// B is the terminal symbol matching byte b.
+func B(b byte) Sym { return T(Bytes(b)) }
+
+// N is the nonterminal symbol of rule nt.
+func N(nt int) Sym { return Sym{NT: int32(nt)} }
+
+// Lit is the sequence of terminals spelling s.
+func Lit(s string) []Sym {
+	out := make([]Sym, len(s))
+	for i := 0; i < len(s); i++ {
+		out[i] = B(s[i])
+	}
+	return out
+}
+
+// Terminal reports whether s is a terminal.
+func (s Sym) Terminal() bool { return s.NT < 0 }
+
+// Builder makes a grammar: rules are numbered nonterminals, each with
+// alternatives (sequences of symbols). The compilers (JSON Schema, regular
+// expressions, GBNF) build into one Builder; Build checks it and freezes it
+// for matching. The zero Builder is ready to use.
+type Builder struct {
+	rules []rule
+	// limit bounds the grammar's size (symbols over all alternatives);
+	// 0 means DefaultLimit.
+	limit int
+	size  int
+	err   error
+}
+
+type rule struct {
+	name string
+	alts [][]Sym
+}
+
+// DefaultLimit is the most symbols a Builder takes by default: a compiler
+// whose input would make a larger grammar (a schema with huge repetition
+// bounds) fails with ErrTooLarge instead of exhausting memory.
+const DefaultLimit = 4 << 20
+
+// ErrTooLarge is the error of a grammar past its Builder's size limit.
+var ErrTooLarge = errors.New("grammar: too large")
+
+// SetLimit bounds the grammar's size in symbols (0: DefaultLimit).
+func (b *Builder) SetLimit(n int) { b.limit = n }
+
+// Err is the first error the Builder met (ErrTooLarge), if any.
+func (b *Builder) Err() error { return b.err }
+
+// Rule makes a new nonterminal with no alternatives yet; name is for
+// messages and debugging.
+func (b *Builder) Rule(name string) int {
+	b.rules = append(b.rules, rule{name: name})
+	return len(b.rules) - 1
+}
+
+// Alt adds an alternative to rule nt: the sequence syms (empty: ε).
+func (b *Builder) Alt(nt int, syms ...Sym) {
+	limit := b.limit
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	if b.size += len(syms) + 1; b.size > limit {
+		if b.err == nil {
+			b.err = fmt.Errorf("%w: more than %d symbols", ErrTooLarge, limit)
+		}
+		return
+	}
+	b.rules[nt].alts = append(b.rules[nt].alts, append([]Sym(nil), syms...))
+}
+
+// Seq returns a symbol for the sequence syms (syms[0] itself when alone).
+func (b *Builder) Seq(name string, syms ...Sym) Sym {
+	if len(syms) == 1 {
+		return syms[0]
+	}
+	nt := b.Rule(name)
+	b.Alt(nt, syms...)
+	return N(nt)
+}
+
+// Choice returns a symbol for one of alts.
+func (b *Builder) Choice(name string, alts ...[]Sym) Sym {
+	nt := b.Rule(name)
+	for _, a := range alts {
+		b.Alt(nt, a...)
+	}
+	return N(nt)
+}
+
+// Opt returns a symbol for s or nothing.
+func (b *Builder) Opt(s Sym) Sym {
+	nt := b.Rule("opt")
+	b.Alt(nt)
+	b.Alt(nt, s)
+	return N(nt)
+}
+
+// Star returns a symbol for zero or more s, as the left-recursive rule
+// R → ε | R s, which an Earley parser handles in constant items per byte.
+func (b *Builder) Star(s Sym) Sym {
+	nt := b.Rule("star")
+	b.Alt(nt)
+	b.Alt(nt, N(nt), s)
+	return N(nt)
+}
+
+// Plus returns a symbol for one or more s.
+func (b *Builder) Plus(s Sym) Sym {
+	nt := b.Rule("plus")
+	b.Alt(nt, s)
+	b.Alt(nt, N(nt), s)
+	return N(nt)
+}
+
+// Repeat returns a symbol for min to max repetitions of s (max < 0:
+// unbounded). Bounded repetitions cost O(max) symbols.
+func (b *Builder) Repeat(s Sym, min, max int) Sym {
+	if max >= 0 && max < min {
+		min, max = max, min
+	}
+	var seq []Sym
+	for i := 0; i < min; i++ {
+		seq = append(seq, s)
+	}
+	switch {
+	case max < 0:
+		seq = append(seq, b.Star(s))
+	case max > min:
+		// s? nested: (s (s (s)?)?)? so that the count is what bounds it.
+		tail := -1
+		for i := 0; i < max-min; i++ {
+			nt := b.Rule("upto")
+			b.Alt(nt)
+			if tail < 0 {
+				b.Alt(nt, s)
+			} else {
+				b.Alt(nt, s, N(tail))
+			}
+			tail = nt
+			if b.err != nil {
+				break
+			}
+		}
+		seq = append(seq, N(tail))
+	}
+	if len(seq) == 0 {
+		nt := b.Rule("empty")
+		b.Alt(nt)
+		return N(nt)
+	}
+	return b.Seq("repeat", seq...)
+}
+
+// Grammar is a built, immutable grammar: productions indexed for an Earley
+// recognizer. It is safe for concurrent use.
+type Grammar struct {
+	start    int32
+	names    []string
+	prods    []prod
+	byLHS    [][]int32 // productions of each nonterminal
+	nullable []bool    // by nonterminal
+}
+
+type prod struct {
+	lhs int32
+	rhs []Sym
+}
+
+// Build freezes the grammar whose start symbol is rule start. It fails on
+// the Builder's error, on a reference to a rule that does not exist, and on
+// a rule without alternatives.
+func (b *Builder) Build(start int) (*Grammar, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	if start < 0 || start >= len(b.rules) {
+		return nil, fmt.Errorf("grammar: start rule %d does not exist", start)
+	}
+	g := &Grammar{byLHS: make([][]int32, len(b.rules)+1), nullable: make([]bool, len(b.rules)+1)}
+	for i, r := range b.rules {
+		g.names = append(g.names, r.name)
+		if len(r.alts) == 0 {
+			return nil, fmt.Errorf("grammar: rule %q has no alternative", r.name)
+		}
+		for _, a := range r.alts {
+			for _, s := range a {
+				if !s.Terminal() && int(s.NT) >= len(b.rules) {
+					return nil, fmt.Errorf("grammar: rule %q refers to rule %d, which does not exist", r.name, s.NT)
+				}
+			}
+			g.byLHS[i] = append(g.byLHS[i], int32(len(g.prods)))
+			g.prods = append(g.prods, prod{lhs: int32(i), rhs: a})
+		}
+	}
+	// The augmented start S' → S, so that acceptance is one completed item.
+	g.start = int32(len(b.rules))
+	g.names = append(g.names, "<start>")
+	g.byLHS[g.start] = []int32{int32(len(g.prods))}
+	g.prods = append(g.prods, prod{lhs: g.start, rhs: []Sym{N(start)}})
+	for changed := true; changed; {
+		changed = false
+		for _, p := range g.prods {
+			if g.nullable[p.lhs] {
+				continue
+			}
+			all := true
+			for _, s := range p.rhs {
+				if s.Terminal() || !g.nullable[s.NT] {
+					all = false
+					break
+				}
+			}
+			if all {
+				g.nullable[p.lhs], changed = true, true
+			}
+		}
+	}
+	return g, nil
+}
+
+// Rules is the number of rules, for size reports.
+func (g *Grammar) Rules() int { return len(g.byLHS) - 1 }

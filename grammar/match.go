@@ -1,0 +1,150 @@
+package grammar
+
+// Matcher follows one output through a grammar, byte by byte: an Earley
+// recognizer whose terminals are byte classes. It keeps every Earley set of
+// the bytes taken so far, so Mark and Reset move it back cheaply, which is
+// what a walk over a token trie needs (take a token's bytes, look, undo).
+// A Matcher is not safe for concurrent use; each sequence has its own.
+type Matcher struct {
+	g *Grammar
+	// items holds every set, one after another: set k is
+	// items[starts[k]:starts[k+1]] (the last set ends at len(items)).
+	items  []item
+	starts []int
+	// allowed[k] are the bytes set k can take next.
+	allowed []ByteSet
+	seen    map[item]struct{}
+}
+
+type item struct {
+	prod, dot, origin int32
+}
+
+// NewMatcher starts a match of g at its start symbol.
+func NewMatcher(g *Grammar) *Matcher {
+	m := &Matcher{g: g, seen: map[item]struct{}{}}
+	m.starts = append(m.starts, 0)
+	m.add(item{prod: g.byLHS[g.start][0]})
+	m.close()
+	return m
+}
+
+// add puts it in the set being built, once.
+func (m *Matcher) add(it item) {
+	if _, ok := m.seen[it]; ok {
+		return
+	}
+	m.seen[it] = struct{}{}
+	m.items = append(m.items, it)
+}
+
+// close completes the set being built (the last one): prediction and
+// completion to a fixed point, nullable rules advanced at prediction
+// (Aycock and Horspool), and the bytes the set can take next.
+func (m *Matcher) close() {
+	k := int32(len(m.starts) - 1)
+	var next ByteSet
+	for i := m.starts[k]; i < len(m.items); i++ {
+		it := m.items[i]
+		p := &m.g.prods[it.prod]
+		if int(it.dot) == len(p.rhs) {
+			// Complete: advance the items of the origin set waiting for
+			// p.lhs. (Items of this set that wait for a nullable p.lhs
+			// advanced when they predicted it.)
+			end := len(m.items)
+			if it.origin < k {
+				end = m.starts[it.origin+1]
+			}
+			for j := m.starts[it.origin]; j < end; j++ {
+				w := m.items[j]
+				wp := &m.g.prods[w.prod]
+				if int(w.dot) < len(wp.rhs) && wp.rhs[w.dot].NT == p.lhs {
+					m.add(item{w.prod, w.dot + 1, w.origin})
+				}
+			}
+			continue
+		}
+		s := p.rhs[it.dot]
+		if s.Terminal() {
+			next.Union(s.Set)
+			continue
+		}
+		for _, q := range m.g.byLHS[s.NT] {
+			m.add(item{q, 0, k})
+		}
+		if m.g.nullable[s.NT] {
+			m.add(item{it.prod, it.dot + 1, it.origin})
+		}
+	}
+	m.allowed = append(m.allowed, next)
+	clear(m.seen)
+}
+
+// Allowed is the set of bytes the match can take next.
+func (m *Matcher) Allowed() ByteSet { return m.allowed[len(m.allowed)-1] }
+
+// Advance takes byte c; it reports false, changing nothing, when the
+// grammar does not allow c here.
+func (m *Matcher) Advance(c byte) bool {
+	k := len(m.starts) - 1
+	if !m.allowed[k].Has(c) {
+		return false
+	}
+	from, to := m.starts[k], len(m.items)
+	m.starts = append(m.starts, to)
+	for i := from; i < to; i++ {
+		it := m.items[i]
+		p := &m.g.prods[it.prod]
+		if int(it.dot) < len(p.rhs) && p.rhs[it.dot].Terminal() && p.rhs[it.dot].Set.Has(c) {
+			m.add(item{it.prod, it.dot + 1, it.origin})
+		}
+	}
+	m.close()
+	return true
+}
+
+// AdvanceBytes takes every byte of bs; it reports false, changing nothing,
+// when the grammar refuses one of them.
+func (m *Matcher) AdvanceBytes(bs []byte) bool {
+	mark := m.Mark()
+	for _, c := range bs {
+		if !m.Advance(c) {
+			m.Reset(mark)
+			return false
+		}
+	}
+	return true
+}
+
+// CanEnd reports whether the bytes taken so far are a complete sentence of
+// the grammar.
+func (m *Matcher) CanEnd() bool {
+	k := len(m.starts) - 1
+	startProd := m.g.byLHS[m.g.start][0]
+	for _, it := range m.items[m.starts[k]:] {
+		if it.prod == startProd && it.dot == 1 && it.origin == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Done reports whether the match can take no more bytes (it may end, or be
+// stuck where the grammar has nothing: not after a successful Advance).
+func (m *Matcher) Done() bool { return m.Allowed() == ByteSet{} }
+
+// Len is the number of bytes taken.
+func (m *Matcher) Len() int { return len(m.starts) - 1 }
+
+// Mark returns the match's position, for Reset.
+func (m *Matcher) Mark() int { return len(m.starts) - 1 }
+
+// Reset moves the match back to a position Mark returned.
+func (m *Matcher) Reset(mark int) {
+	if mark >= len(m.starts)-1 {
+		return
+	}
+	m.items = m.items[:m.starts[mark+1]]
+	m.starts = m.starts[:mark+1]
+	m.allowed = m.allowed[:mark+1]
+}
