@@ -34,6 +34,9 @@ type Tokenizer struct {
 	postSimple       bool
 
 	pool sync.Pool // *scratch
+
+	tokBytesOnce sync.Once
+	tokBytes     [][]byte // AllTokenBytes, built once on first use
 }
 
 // Encoding is the result of Encode.
