@@ -18,12 +18,12 @@ func mustGBNF(t *testing.T, src string) *Grammar {
 func checkStrings(t *testing.T, name string, g *Grammar, ok, bad []string) {
 	t.Helper()
 	for _, s := range ok {
-		if !accepts(g, s) {
+		if !acceptsString(g, s) {
 			t.Errorf("%s: %q refused", name, s)
 		}
 	}
 	for _, s := range bad {
-		if accepts(g, s) {
+		if acceptsString(g, s) {
 			t.Errorf("%s: %q accepted", name, s)
 		}
 	}
@@ -149,13 +149,13 @@ func TestGBNFUnicode(t *testing.T) {
 				if c < 0 || c > utf8.MaxRune || c >= 0xD800 && c <= 0xDFFF {
 					continue
 				}
-				if got := accepts(g, string(c)); got != tc.in(c) {
+				if got := acceptsString(g, string(c)); got != tc.in(c) {
 					t.Fatalf("%s: %U accepted %v", tc.src, c, got)
 				}
 			}
 		}
 		for _, s := range []string{"\xed\xa0\x80", "\xc0\x80", "\xc1\xbf", "\xe0\x80\x80", "\xf0\x80\x80\x80", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\x80", "\xff"} {
-			if accepts(g, s) {
+			if acceptsString(g, s) {
 				t.Errorf("%s: invalid UTF-8 %q accepted", tc.src, s)
 			}
 		}
