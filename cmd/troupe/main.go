@@ -76,6 +76,8 @@ commands:
   model init   write a random-weight checkpoint in the Hugging Face layout
   tokenize     JSON lines {"text"} on stdin -> ids, tokens, byte offsets (--tokenizer DIR)
   detokenize   JSON lines {"ids"} on stdin -> text (--tokenizer DIR)
+  constrain    JSON lines {"schema","texts"} on stdin -> compiled?, accepted, mask times
+               (--tokenizer DIR; the structured-output engine alone)
   render       JSON lines {"messages", ...} on stdin -> chat-template prompt (--template FILE | --model DIR)
   health       exit 0 when a server's /health is 200 (container healthchecks)
   version      print the build's version
@@ -103,6 +105,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdTokenize(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "detokenize":
 		return cmdDetokenize(ctx, args[1:], os.Stdin, stdout, stderr)
+	case "constrain":
+		return cmdConstrain(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "health":
 		return cmdHealth(ctx, args[1:], stdout, stderr)
 	case "render":

@@ -1,0 +1,1163 @@
+package grammar
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// SchemaError is a JSON Schema the compiler cannot honour exactly (or that
+// is invalid): Pointer is the JSON pointer of the schema object at fault,
+// Keyword the keyword (or "" for the object as a whole).
+type SchemaError struct {
+	Pointer string
+	Keyword string
+	Msg     string
+}
+
+func (e *SchemaError) Error() string {
+	at := e.Pointer
+	if at == "" {
+		at = "#"
+	}
+	if e.Keyword != "" {
+		return fmt.Sprintf("json schema at %s: %s: %s", at, e.Keyword, e.Msg)
+	}
+	return fmt.Sprintf("json schema at %s: %s", at, e.Msg)
+}
+
+// Schema limits.
+const (
+	// MaxSchemaDepth bounds a schema's nesting, and the depth of $ref
+	// expansion.
+	MaxSchemaDepth = 64
+	// maxCompileSteps bounds the compiler's work (subschemas compiled).
+	maxCompileSteps = 200_000
+)
+
+// CompileSchema compiles a JSON Schema into the grammar of its instances,
+// as compact JSON (no whitespace between tokens; object keys in the order
+// of the schema's "properties", then any additional properties). It
+// returns a *SchemaError for a schema it cannot honour exactly.
+func CompileSchema(schema []byte) (*Grammar, error) {
+	var b Builder
+	top, err := b.Schema(schema)
+	if err != nil {
+		return nil, err
+	}
+	start := b.Rule("root")
+	b.Alt(start, top)
+	return b.Build(start)
+}
+
+// JSONValue compiles the grammar of any JSON value (compact): OpenAI's
+// json_object response format.
+func JSONValue() *Grammar {
+	var b Builder
+	c := &schemaCompiler{b: &b}
+	start := b.Rule("root")
+	b.Alt(start, c.anyValue())
+	g, err := b.Build(start)
+	if err != nil {
+		panic(err) // a fixed grammar
+	}
+	return g
+}
+
+// Schema compiles schema into a symbol of b (for grammars that embed JSON
+// values, such as a tool call's arguments).
+func (b *Builder) Schema(schema []byte) (Sym, error) {
+	root, err := decodeOrdered(schema, MaxSchemaDepth*4)
+	if err != nil {
+		return Sym{}, &SchemaError{Msg: "not valid JSON: " + err.Error()}
+	}
+	c := &schemaCompiler{b: b, root: root, refs: map[string]int{}, expanding: map[string]bool{}}
+	if o, ok := root.(*object); ok {
+		// Drafts 3 to 7: a $ref replaces its siblings (later drafts apply
+		// both).
+		if v, ok := o.get("$schema"); ok {
+			if s, ok := v.(string); ok {
+				for _, d := range []string{"draft-03", "draft-04", "draft-06", "draft-07"} {
+					c.refAlone = c.refAlone || strings.Contains(s, d)
+				}
+			}
+		}
+	}
+	return c.compile(root, "", 0)
+}
+
+type schemaCompiler struct {
+	b    *Builder
+	root any
+	// refs are the rules of the $ref targets compiled so far (by pointer),
+	// so recursive schemas are recursive rules.
+	refs map[string]int
+	// expanding are the $ref targets being compiled and not yet inside a
+	// structure (object or array): reaching one again is a cycle that
+	// makes no progress.
+	expanding map[string]bool
+	steps     int
+	// refAlone: the schema's draft (3 to 7) ignores the siblings of $ref.
+	refAlone bool
+	// Shared symbols, made on first use.
+	value, str, char, num, intg sym0
+}
+
+// sym0 is a symbol made once.
+type sym0 struct {
+	ok  bool
+	sym Sym
+}
+
+func (c *schemaCompiler) fail(ptr, kw, format string, args ...any) error {
+	return &SchemaError{Pointer: ptr, Keyword: kw, Msg: fmt.Sprintf(format, args...)}
+}
+
+// errFalse marks a schema that no value satisfies.
+var errFalse = errors.New("no value is valid")
+
+// Keywords that only annotate: they never change which instances are valid.
+var annotations = map[string]bool{
+	"$schema": true, "$id": true, "id": true, "$comment": true, "title": true, "description": true,
+	"default": true, "examples": true, "example": true, "deprecated": true, "readOnly": true, "writeOnly": true,
+	"$anchor": true, "$defs": true, "definitions": true, "contentMediaType": true, "contentEncoding": true,
+	"contentSchema": true, "discriminator": true, "xml": true, "externalDocs": true, "$vocabulary": true,
+	"markdownDescription": true, "errorMessage": true, "strict": true, "additionalItems": true,
+}
+
+// Keywords this compiler understands (beside annotations).
+var understood = map[string]bool{
+	"type": true, "enum": true, "const": true, "anyOf": true, "oneOf": true, "allOf": true, "$ref": true,
+	"properties": true, "required": true, "additionalProperties": true, "items": true, "prefixItems": true,
+	"minItems": true, "maxItems": true, "minLength": true, "maxLength": true, "pattern": true, "format": true,
+	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true, "nullable": true,
+	"minProperties": true, "maxProperties": true, "multipleOf": true, "uniqueItems": true,
+}
+
+// Keywords that constrain instances and are not supported: a schema using
+// one fails to compile rather than get a looser grammar.
+var unsupported = map[string]string{
+	"not": "negation", "if": "conditionals", "then": "conditionals", "else": "conditionals",
+	"dependentRequired": "dependencies", "dependentSchemas": "dependencies", "dependencies": "dependencies",
+	"patternProperties": "pattern properties", "propertyNames": "property name schemas",
+	"contains": "contains", "minContains": "contains", "maxContains": "contains",
+	"unevaluatedProperties": "unevaluated properties", "unevaluatedItems": "unevaluated items",
+	"$dynamicRef": "dynamic references", "$recursiveRef": "recursive references",
+}
+
+var allTypes = []string{"object", "array", "string", "number", "integer", "boolean", "null"}
+
+func (c *schemaCompiler) compile(s any, ptr string, depth int) (Sym, error) {
+	if c.steps++; c.steps > maxCompileSteps {
+		return Sym{}, c.fail(ptr, "", "the schema is too large to compile (more than %d subschemas)", maxCompileSteps)
+	}
+	if depth > MaxSchemaDepth {
+		return Sym{}, c.fail(ptr, "", "nested more than %d levels deep", MaxSchemaDepth)
+	}
+	if err := c.b.Err(); err != nil {
+		return Sym{}, c.fail(ptr, "", "%v", err)
+	}
+	switch s := s.(type) {
+	case bool:
+		if s {
+			return c.anyValue(), nil
+		}
+		return Sym{}, c.fail(ptr, "", "the schema false allows no value")
+	case *object:
+		return c.compileObject(s, ptr, depth)
+	}
+	return Sym{}, c.fail(ptr, "", "a schema must be an object or a boolean, got %s", kindOf(s))
+}
+
+func kindOf(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	case string:
+		return "a string"
+	case []any:
+		return "an array"
+	case *object:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+func (c *schemaCompiler) compileObject(s *object, ptr string, depth int) (Sym, error) {
+	for _, k := range s.keys {
+		if why, ok := unsupported[k]; ok {
+			return Sym{}, c.fail(ptr, k, "not supported (%s)", why)
+		}
+	}
+	if ref, ok := s.get("$ref"); ok {
+		return c.compileRef(s, ref, ptr, depth)
+	}
+	if all, ok := s.get("allOf"); ok {
+		merged, err := c.mergeAllOf(s, all, ptr, depth)
+		if err != nil {
+			return Sym{}, err
+		}
+		return c.compileObject(merged, ptr, depth+1)
+	}
+	for _, kw := range []string{"anyOf", "oneOf"} {
+		alts, ok := s.get(kw)
+		if !ok {
+			continue
+		}
+		// oneOf compiles as anyOf over branches no value can share
+		// (oneof.go).
+		list, ok := alts.([]any)
+		if !ok || len(list) == 0 {
+			return Sym{}, c.fail(ptr, kw, "must be a non-empty array of schemas")
+		}
+		rest := without(s, kw)
+		branches := make([]any, len(list))
+		for i, a := range list {
+			branches[i] = a
+			if hasConstraints(rest) || kw == "oneOf" {
+				m, err := c.merge(rest, a, ptr+"/"+kw+"/"+strconv.Itoa(i), depth)
+				if err != nil {
+					return Sym{}, err
+				}
+				branches[i] = m
+			}
+		}
+		if kw == "oneOf" {
+			objs := make([]*object, len(branches))
+			for i, b := range branches {
+				objs[i] = b.(*object)
+			}
+			objs, err := c.oneOfBranches(objs, ptr)
+			if err != nil {
+				return Sym{}, err
+			}
+			for i, o := range objs {
+				branches[i] = o
+			}
+		}
+		var syms [][]Sym
+		for i, branch := range branches {
+			sym, err := c.compile(branch, ptr+"/"+kw+"/"+strconv.Itoa(i), depth+1)
+			var se *SchemaError
+			if errors.As(err, &se) && strings.Contains(se.Msg, "allows no value") {
+				continue // an impossible branch
+			}
+			if err != nil {
+				return Sym{}, err
+			}
+			syms = append(syms, []Sym{sym})
+		}
+		if len(syms) == 0 {
+			return Sym{}, c.fail(ptr, kw, "no branch allows any value")
+		}
+		return c.b.Choice(kw, syms...), nil
+	}
+	// Keywords neither understood nor known to be unsupported are
+	// annotations: JSON Schema ignores unknown keywords.
+	types, err := c.types(s, ptr)
+	if err != nil {
+		return Sym{}, err
+	}
+	if e, ok := s.get("enum"); ok {
+		return c.compileEnum(s, e, types, ptr, "enum")
+	}
+	if v, ok := s.get("const"); ok {
+		return c.compileEnum(s, []any{v}, types, ptr, "const")
+	}
+	var alts [][]Sym
+	for _, t := range types {
+		sym, err := c.compileType(s, t, ptr, depth)
+		if errors.Is(err, errFalse) {
+			continue
+		}
+		if err != nil {
+			return Sym{}, err
+		}
+		alts = append(alts, []Sym{sym})
+	}
+	if len(alts) == 0 {
+		return Sym{}, c.fail(ptr, "type", "the schema allows no value")
+	}
+	if len(alts) == 1 {
+		return alts[0][0], nil
+	}
+	return c.b.Choice("types", alts...), nil
+}
+
+// types are the JSON types s allows: its "type" (a name or a list, plus
+// null when "nullable" is true), or every type.
+func (c *schemaCompiler) types(s *object, ptr string) ([]string, error) {
+	t, ok := s.get("type")
+	var out []string
+	switch t := t.(type) {
+	case nil:
+		if ok {
+			return nil, c.fail(ptr, "type", "must be a string or an array of strings")
+		}
+		out = slices.Clone(allTypes)
+	case string:
+		out = []string{t}
+	case []any:
+		for _, e := range t {
+			name, ok := e.(string)
+			if !ok {
+				return nil, c.fail(ptr, "type", "must be a string or an array of strings")
+			}
+			out = append(out, name)
+		}
+	default:
+		return nil, c.fail(ptr, "type", "must be a string or an array of strings")
+	}
+	for _, name := range out {
+		if !slices.Contains(allTypes, name) {
+			return nil, c.fail(ptr, "type", "unknown type %q", name)
+		}
+	}
+	if n, _ := s.get("nullable"); n == true && !slices.Contains(out, "null") {
+		out = append(out, "null")
+	}
+	// "integer" is within "number": drop it where both are named.
+	if slices.Contains(out, "number") {
+		out = slices.DeleteFunc(out, func(t string) bool { return t == "integer" })
+	}
+	return out, nil
+}
+
+func (c *schemaCompiler) compileType(s *object, t, ptr string, depth int) (Sym, error) {
+	switch t {
+	case "null":
+		return c.b.Seq("null", Lit("null")...), nil
+	case "boolean":
+		return c.b.Choice("boolean", Lit("true"), Lit("false")), nil
+	case "string":
+		return c.compileString(s, ptr)
+	case "integer", "number":
+		return c.compileNumber(s, t, ptr)
+	case "array", "object":
+		// Inside a structure a reference to a schema being expanded is
+		// recursion that makes progress.
+		saved := c.expanding
+		c.expanding = map[string]bool{}
+		defer func() { c.expanding = saved }()
+		if t == "array" {
+			return c.compileArray(s, ptr, depth)
+		}
+		return c.compileProperties(s, ptr, depth)
+	}
+	return Sym{}, c.fail(ptr, "type", "unknown type %q", t)
+}
+
+// compileEnum compiles a list of allowed values (those of the allowed
+// types) as literals.
+func (c *schemaCompiler) compileEnum(s *object, values any, types []string, ptr, kw string) (Sym, error) {
+	list, ok := values.([]any)
+	if !ok {
+		return Sym{}, c.fail(ptr, kw, "must be an array")
+	}
+	var alts [][]Sym
+	for _, v := range list {
+		if !slices.Contains(types, typeOf(v)) && !(typeOf(v) == "integer" && slices.Contains(types, "number")) &&
+			!(typeOf(v) == "number" && slices.Contains(types, "integer") && isIntegral(v)) {
+			continue
+		}
+		alts = append(alts, []Sym{c.literal(v)})
+	}
+	if len(alts) == 0 {
+		return Sym{}, c.fail(ptr, kw, "the schema allows no value")
+	}
+	return c.b.Choice(kw, alts...), nil
+}
+
+func typeOf(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case string:
+		return "string"
+	case json.Number:
+		if isIntegral(v) {
+			return "integer"
+		}
+		return "number"
+	case []any:
+		return "array"
+	case *object:
+		return "object"
+	}
+	return ""
+}
+
+func isIntegral(v any) bool {
+	n, ok := v.(json.Number)
+	if !ok {
+		return false
+	}
+	r, ok := new(big.Rat).SetString(string(n))
+	return ok && r.IsInt()
+}
+
+// literal is the grammar of exactly v, as compact JSON: strings accept any
+// encoding of each of their characters (raw or escaped), numbers their
+// literal text.
+func (c *schemaCompiler) literal(v any) Sym {
+	switch v := v.(type) {
+	case string:
+		return c.stringLiteral(v)
+	case *object:
+		var seq []Sym
+		seq = append(seq, B('{'))
+		for i, k := range v.keys {
+			if i > 0 {
+				seq = append(seq, B(','))
+			}
+			seq = append(seq, c.stringLiteral(k), B(':'), c.literal(v.vals[k]))
+		}
+		seq = append(seq, B('}'))
+		return c.b.Seq("object literal", seq...)
+	case []any:
+		var seq []Sym
+		seq = append(seq, B('['))
+		for i, e := range v {
+			if i > 0 {
+				seq = append(seq, B(','))
+			}
+			seq = append(seq, c.literal(e))
+		}
+		seq = append(seq, B(']'))
+		return c.b.Seq("array literal", seq...)
+	case json.Number:
+		return c.b.Seq("number literal", Lit(string(v))...)
+	case bool:
+		return c.b.Seq("boolean literal", Lit(strconv.FormatBool(v))...)
+	}
+	return c.b.Seq("null", Lit("null")...)
+}
+
+// stringLiteral is the grammar of the JSON string s, quotes included.
+func (c *schemaCompiler) stringLiteral(s string) Sym {
+	seq := []Sym{B('"')}
+	for _, r := range s {
+		if r == utf8.RuneError {
+			r = 0xFFFD
+		}
+		seq = append(seq, c.b.JSONChar(Chars(r)))
+	}
+	seq = append(seq, B('"'))
+	return c.b.Seq("string literal", seq...)
+}
+
+// anyChar is one character of a JSON string, in any encoding.
+func (c *schemaCompiler) anyChar() Sym {
+	if !c.char.ok {
+		c.char = sym0{true, c.b.JSONChar(AnyChar())}
+	}
+	return c.char.sym
+}
+
+// anyString is any JSON string, quotes included.
+func (c *schemaCompiler) anyString() Sym {
+	if !c.str.ok {
+		c.str = sym0{true, c.b.Seq("string", B('"'), c.b.Star(c.anyChar()), B('"'))}
+	}
+	return c.str.sym
+}
+
+// anyValue is any JSON value (compact).
+func (c *schemaCompiler) anyValue() Sym {
+	if c.value.ok {
+		return c.value.sym
+	}
+	value := c.b.Rule("value")
+	c.value = sym0{true, N(value)}
+	member := c.b.Seq("member", c.anyString(), B(':'), N(value))
+	members := c.b.Seq("members", member, c.b.Star(c.b.Seq("more members", B(','), member)))
+	obj := c.b.Seq("object", B('{'), c.b.Opt(members), B('}'))
+	elems := c.b.Seq("elements", N(value), c.b.Star(c.b.Seq("more elements", B(','), N(value))))
+	arr := c.b.Seq("array", B('['), c.b.Opt(elems), B(']'))
+	for _, s := range []Sym{obj, arr, c.anyString(), c.anyNumber(), c.b.Seq("true", Lit("true")...),
+		c.b.Seq("false", Lit("false")...), c.b.Seq("null", Lit("null")...)} {
+		c.b.Alt(value, s)
+	}
+	return c.value.sym
+}
+
+func (c *schemaCompiler) anyNumber() Sym {
+	if !c.num.ok {
+		sym, err := c.b.Number(nil, nil)
+		if err != nil {
+			panic(err) // unbounded numbers always compile
+		}
+		c.num = sym0{true, sym}
+	}
+	return c.num.sym
+}
+
+func (c *schemaCompiler) compileString(s *object, ptr string) (Sym, error) {
+	minLen, hasMin, err := c.count(s, "minLength", ptr)
+	if err != nil {
+		return Sym{}, err
+	}
+	maxLen, hasMax, err := c.count(s, "maxLength", ptr)
+	if err != nil {
+		return Sym{}, err
+	}
+	if hasMin && hasMax && minLen > maxLen {
+		return Sym{}, errFalse
+	}
+	pattern, hasPattern := s.get("pattern")
+	format, hasFormat := s.get("format")
+	if hasFormat {
+		name, ok := format.(string)
+		if !ok {
+			return Sym{}, c.fail(ptr, "format", "must be a string")
+		}
+		if !knownFormat(name) {
+			// Validators that assert formats refuse what they cannot
+			// check; a grammar that ignored the format would be looser.
+			return Sym{}, c.fail(ptr, "format", "format %q is not supported", name)
+		}
+	}
+	limited := (hasMin && minLen > 0) || hasMax
+	switch {
+	case hasPattern && (hasFormat || limited):
+		return Sym{}, c.fail(ptr, "pattern", "not supported together with format, minLength or maxLength")
+	case hasFormat && limited:
+		return Sym{}, c.fail(ptr, "format", "not supported together with minLength or maxLength")
+	case hasPattern:
+		p, ok := pattern.(string)
+		if !ok {
+			return Sym{}, c.fail(ptr, "pattern", "must be a string")
+		}
+		body, err := c.b.Regex(p, RegexOptions{JSON: true})
+		if err != nil {
+			return Sym{}, c.fail(ptr, "pattern", "%v", err)
+		}
+		return c.b.Seq("pattern string", B('"'), body, B('"')), nil
+	case hasFormat:
+		body, err := c.b.Format(format.(string))
+		if err != nil {
+			return Sym{}, c.fail(ptr, "format", "%v", err)
+		}
+		return c.b.Seq("format string", B('"'), body, B('"')), nil
+	case limited:
+		max := -1
+		if hasMax {
+			max = maxLen
+		}
+		return c.b.Seq("bounded string", B('"'), c.b.Repeat(c.anyChar(), minLen, max), B('"')), nil
+	}
+	return c.anyString(), nil
+}
+
+var formats = []string{"date", "time", "date-time", "uuid", "email", "ipv4", "ipv6", "hostname", "uri"}
+
+func knownFormat(name string) bool { return slices.Contains(formats, name) }
+
+// count reads a non-negative integer keyword.
+func (c *schemaCompiler) count(s *object, kw, ptr string) (int, bool, error) {
+	v, ok := s.get(kw)
+	if !ok {
+		return 0, false, nil
+	}
+	n, isNum := v.(json.Number)
+	if !isNum {
+		return 0, false, c.fail(ptr, kw, "must be a non-negative integer")
+	}
+	r, ok := new(big.Rat).SetString(string(n))
+	if !ok || !r.IsInt() || r.Sign() < 0 {
+		return 0, false, c.fail(ptr, kw, "must be a non-negative integer")
+	}
+	if !r.Num().IsInt64() || r.Num().Int64() > 1<<20 {
+		return 0, false, c.fail(ptr, kw, "%s is larger than this compiler supports (%d)", n, 1<<20)
+	}
+	return int(r.Num().Int64()), true, nil
+}
+
+func (c *schemaCompiler) compileNumber(s *object, t, ptr string) (Sym, error) {
+	if m, ok := s.get("multipleOf"); ok {
+		n, isNum := m.(json.Number)
+		if !isNum || !(t == "integer" && isIntegral(n) && string(n) == "1") {
+			return Sym{}, c.fail(ptr, "multipleOf", "not supported (except 1 on integers)")
+		}
+	}
+	var lo, hi *Bound
+	bound := func(kw string, exclusive bool) (*Bound, error) {
+		v, ok := s.get(kw)
+		if !ok {
+			return nil, nil
+		}
+		n, isNum := v.(json.Number)
+		if !isNum {
+			return nil, c.fail(ptr, kw, "must be a number")
+		}
+		return &Bound{Value: string(n), Exclusive: exclusive}, nil
+	}
+	var err error
+	if lo, err = bound("minimum", false); err != nil {
+		return Sym{}, err
+	}
+	if hi, err = bound("maximum", false); err != nil {
+		return Sym{}, err
+	}
+	for _, x := range []struct {
+		kw   string
+		dst  **Bound
+		base string
+	}{{"exclusiveMinimum", &lo, "minimum"}, {"exclusiveMaximum", &hi, "maximum"}} {
+		v, ok := s.get(x.kw)
+		if !ok {
+			continue
+		}
+		switch v := v.(type) {
+		case bool: // draft 4: a flag on minimum/maximum
+			if v && *x.dst != nil {
+				(*x.dst).Exclusive = true
+			}
+		case json.Number:
+			nb := &Bound{Value: string(v), Exclusive: true}
+			if *x.dst == nil || tighter(nb, *x.dst, x.kw == "exclusiveMinimum") {
+				*x.dst = nb
+			}
+		default:
+			return Sym{}, c.fail(ptr, x.kw, "must be a number or a boolean")
+		}
+	}
+	var sym Sym
+	if t == "integer" {
+		sym, err = c.b.Integer(lo, hi)
+	} else {
+		sym, err = c.b.Number(lo, hi)
+	}
+	if err != nil {
+		if lo != nil || hi != nil {
+			return Sym{}, errFalse
+		}
+		return Sym{}, c.fail(ptr, "type", "%v", err)
+	}
+	return sym, nil
+}
+
+// tighter reports whether bound a excludes at least what b does (lower
+// bounds when lower is set).
+func tighter(a, b *Bound, lower bool) bool {
+	ra, _ := new(big.Rat).SetString(a.Value)
+	rb, _ := new(big.Rat).SetString(b.Value)
+	if ra == nil || rb == nil {
+		return false
+	}
+	cmp := ra.Cmp(rb)
+	if lower {
+		return cmp > 0 || (cmp == 0 && a.Exclusive)
+	}
+	return cmp < 0 || (cmp == 0 && a.Exclusive)
+}
+
+func (c *schemaCompiler) compileArray(s *object, ptr string, depth int) (Sym, error) {
+	if u, ok := s.get("uniqueItems"); ok && u == true {
+		return Sym{}, c.fail(ptr, "uniqueItems", "not supported")
+	}
+	minItems, _, err := c.count(s, "minItems", ptr)
+	if err != nil {
+		return Sym{}, err
+	}
+	maxItems, hasMax, err := c.count(s, "maxItems", ptr)
+	if err != nil {
+		return Sym{}, err
+	}
+	if !hasMax {
+		maxItems = -1
+	}
+	if hasMax && maxItems < minItems {
+		return Sym{}, errFalse
+	}
+	// The prefix (prefixItems; the draft-4 array form of items) and the
+	// schema of the items after it (items; draft 4's additionalItems).
+	var prefix []any
+	var rest any = true
+	prefixKw := "prefixItems"
+	if p, ok := s.get("prefixItems"); ok {
+		list, ok := p.([]any)
+		if !ok {
+			return Sym{}, c.fail(ptr, "prefixItems", "must be an array of schemas")
+		}
+		prefix = list
+		if it, ok := s.get("items"); ok {
+			rest = it
+		}
+	} else if it, ok := s.get("items"); ok {
+		if list, isList := it.([]any); isList {
+			prefix, prefixKw = list, "items"
+			if ai, ok := s.get("additionalItems"); ok {
+				rest = ai
+			}
+		} else {
+			rest = it
+		}
+	}
+	var prefixSyms []Sym
+	for i, p := range prefix {
+		sym, err := c.compile(p, ptr+"/"+prefixKw+"/"+strconv.Itoa(i), depth+1)
+		if err != nil {
+			var se *SchemaError
+			if errors.As(err, &se) && strings.Contains(se.Msg, "allows no value") {
+				// Items from here on cannot exist.
+				if minItems > i {
+					return Sym{}, errFalse
+				}
+				maxItems, hasMax = i, true
+				break
+			}
+			return Sym{}, err
+		}
+		prefixSyms = append(prefixSyms, sym)
+	}
+	var restSym Sym
+	restOK := true
+	if len(prefixSyms) < len(prefix) {
+		restOK = false
+	} else if rb, ok := rest.(bool); ok && !rb {
+		restOK = false
+	} else {
+		restPtr := ptr + "/items"
+		if prefixKw == "items" {
+			restPtr = ptr + "/additionalItems"
+		}
+		restSym, err = c.compile(rest, restPtr, depth+1)
+		if err != nil {
+			var se *SchemaError
+			if !errors.As(err, &se) || !strings.Contains(se.Msg, "allows no value") {
+				return Sym{}, err
+			}
+			restOK = false
+		}
+	}
+	if !restOK {
+		if !hasMax || maxItems > len(prefixSyms) {
+			maxItems, hasMax = len(prefixSyms), true
+		}
+		if minItems > maxItems {
+			return Sym{}, errFalse
+		}
+	}
+	// tail(i): the items from index i on, each after a comma when i > 0.
+	var tail func(i int) Sym
+	tail = func(i int) Sym {
+		sep := func(s Sym) []Sym {
+			if i == 0 {
+				return []Sym{s}
+			}
+			return []Sym{B(','), s}
+		}
+		if i >= len(prefixSyms) {
+			if !restOK || (hasMax && maxItems <= i) {
+				return c.b.Seq("end", c.empty())
+			}
+			lo := max(0, minItems-i)
+			hi := -1
+			if hasMax {
+				hi = maxItems - i
+			}
+			more := c.b.Seq("more items", B(','), restSym)
+			if i > 0 {
+				return c.b.Repeat(more, lo, hi)
+			}
+			// The first item has no comma.
+			first := c.b.Seq("items", restSym, c.b.Repeat(more, max(0, lo-1), max(-1, hi-1)))
+			if lo == 0 {
+				return c.b.Opt(first)
+			}
+			return first
+		}
+		if hasMax && maxItems <= i {
+			return c.b.Seq("end", c.empty())
+		}
+		next := append(sep(prefixSyms[i]), tail(i+1))
+		if i < minItems {
+			return c.b.Seq("item", next...)
+		}
+		return c.b.Opt(c.b.Seq("item", next...))
+	}
+	return c.b.Seq("array", B('['), tail(0), B(']')), nil
+}
+
+// empty is the symbol of the empty string.
+func (c *schemaCompiler) empty() Sym {
+	nt := c.b.Rule("empty")
+	c.b.Alt(nt)
+	return N(nt)
+}
+
+func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sym, error) {
+	var props *object
+	if p, ok := s.get("properties"); ok {
+		if props, ok = p.(*object); !ok {
+			return Sym{}, c.fail(ptr, "properties", "must be an object")
+		}
+	} else {
+		props = &object{vals: map[string]any{}}
+	}
+	var required []string
+	if r, ok := s.get("required"); ok {
+		list, ok := r.([]any)
+		if !ok {
+			return Sym{}, c.fail(ptr, "required", "must be an array of strings")
+		}
+		for _, e := range list {
+			name, ok := e.(string)
+			if !ok {
+				return Sym{}, c.fail(ptr, "required", "must be an array of strings")
+			}
+			required = append(required, name)
+		}
+	}
+	extra := any(true)
+	if a, ok := s.get("additionalProperties"); ok {
+		extra = a
+	}
+	extraOK := true
+	var extraSym Sym
+	if ab, ok := extra.(bool); ok && !ab {
+		extraOK = false
+	} else {
+		sym, err := c.compile(extra, ptr+"/additionalProperties", depth+1)
+		var se *SchemaError
+		if errors.As(err, &se) && strings.Contains(se.Msg, "allows no value") {
+			extraOK = false
+		} else if err != nil {
+			return Sym{}, err
+		}
+		extraSym = sym
+	}
+	// A required property that is not declared is an additional one: it
+	// must appear, which a grammar of free additional keys cannot force.
+	for _, r := range required {
+		if _, ok := props.vals[r]; !ok {
+			if !extraOK {
+				return Sym{}, errFalse
+			}
+			return Sym{}, c.fail(ptr, "required", "required property %q is not among the properties", r)
+		}
+	}
+	type member struct {
+		sym      Sym
+		required bool
+	}
+	var members []member
+	for _, k := range props.keys {
+		req := slices.Contains(required, k)
+		sym, err := c.compile(props.vals[k], ptr+"/properties/"+escapePointer(k), depth+1)
+		var se *SchemaError
+		if errors.As(err, &se) && strings.Contains(se.Msg, "allows no value") {
+			if req {
+				return Sym{}, errFalse
+			}
+			continue // it must not appear
+		}
+		if err != nil {
+			return Sym{}, err
+		}
+		members = append(members, member{c.b.Seq("property", c.stringLiteral(k), B(':'), sym), req})
+	}
+	nRequired := 0
+	for _, m := range members {
+		if m.required {
+			nRequired++
+		}
+	}
+	if _, ok := s.get("minProperties"); ok {
+		n, _, err := c.count(s, "minProperties", ptr)
+		if err != nil {
+			return Sym{}, err
+		}
+		if n > nRequired {
+			return Sym{}, c.fail(ptr, "minProperties", "not supported beyond the required properties")
+		}
+	}
+	if _, ok := s.get("maxProperties"); ok {
+		n, _, err := c.count(s, "maxProperties", ptr)
+		if err != nil {
+			return Sym{}, err
+		}
+		if extraOK || n < len(members) {
+			return Sym{}, c.fail(ptr, "maxProperties", "not supported unless every declared property fits and no other is allowed")
+		}
+	}
+	// Additional members: keys that are not declared (the declared ones
+	// are taken by their own schemas), anywhere among the declared ones.
+	var extraMember Sym
+	if extraOK {
+		key, err := c.keyExcept(props.keys)
+		if err != nil {
+			return Sym{}, err
+		}
+		extraMember = c.b.Seq("additional property", key, B(':'), extraSym)
+	}
+	// after(i, first): the members from declared index i on (declared in
+	// order, additional ones anywhere); first says none was written yet
+	// (no comma before the next).
+	memo := map[[2]int]Sym{}
+	var after func(i int, first bool) Sym
+	after = func(i int, first bool) Sym {
+		key := [2]int{i, 0}
+		if first {
+			key[1] = 1
+		}
+		if s, ok := memo[key]; ok {
+			return s
+		}
+		nt := c.b.Rule("members")
+		memo[key] = N(nt)
+		// Additional members may come anywhere among the declared ones.
+		if extraOK {
+			if first {
+				c.b.Alt(nt, extraMember, after(i, false))
+			} else {
+				c.b.Alt(nt, B(','), extraMember, after(i, false))
+			}
+		}
+		if i == len(members) {
+			c.b.Alt(nt)
+			return N(nt)
+		}
+		m := members[i]
+		if first {
+			c.b.Alt(nt, m.sym, after(i+1, false))
+		} else {
+			c.b.Alt(nt, B(','), m.sym, after(i+1, false))
+		}
+		if !m.required {
+			c.b.Alt(nt, after(i+1, first))
+		}
+		return N(nt)
+	}
+	return c.b.Seq("object", B('{'), after(0, true), B('}')), nil
+}
+
+// keyExcept is a JSON string (quotes included) that is none of names: a
+// walk of the names' trie that leaves it on any other character, and may
+// close the string anywhere but at the end of a name. Escapes leave the
+// trie too (a name spelled with escapes is not recognized as the name).
+func (c *schemaCompiler) keyExcept(names []string) (Sym, error) {
+	if len(names) == 0 {
+		return c.anyString(), nil
+	}
+	type node struct {
+		next map[rune]*node
+		end  bool
+	}
+	root := &node{next: map[rune]*node{}}
+	for _, n := range names {
+		cur := root
+		for _, r := range n {
+			nx, ok := cur.next[r]
+			if !ok {
+				nx = &node{next: map[rune]*node{}}
+				cur.next[r] = nx
+			}
+			cur = nx
+		}
+		cur.end = true
+	}
+	free := c.b.Seq("free key", c.b.Star(c.anyChar()), B('"'))
+	var build func(n *node) Sym
+	build = func(n *node) Sym {
+		nt := c.b.Rule("key")
+		if !n.end {
+			c.b.Alt(nt, B('"'))
+		}
+		others := AnyChar()
+		runes := make([]rune, 0, len(n.next))
+		for r := range n.next {
+			runes = append(runes, r)
+		}
+		slices.Sort(runes)
+		for _, r := range runes {
+			// The character itself, unescaped: stay in the trie.
+			lit := c.rawChar(r)
+			c.b.Alt(nt, append(lit, build(n.next[r]))...)
+			others = others.Minus(Chars(r))
+		}
+		// Any other character (and any escape): leave the trie.
+		c.b.Alt(nt, c.b.JSONChar(others), free)
+		for _, r := range runes {
+			if esc := c.escapedChar(r); esc.NT >= 0 || esc.Set != (ByteSet{}) {
+				c.b.Alt(nt, esc, free)
+			}
+		}
+		return N(nt)
+	}
+	return c.b.Seq("key", B('"'), build(root)), nil
+}
+
+// rawChar is r as raw UTF-8 (when JSON allows it raw) or its short escape.
+func (c *schemaCompiler) rawChar(r rune) []Sym {
+	if r < 0x20 || r == '"' || r == '\\' {
+		return []Sym{c.b.JSONChar(Chars(r))}
+	}
+	var buf [4]byte
+	n := utf8.EncodeRune(buf[:], r)
+	return Lit(string(buf[:n]))
+}
+
+// escapedChar is r as a \u escape (the trie's characters reached through
+// an escape leave the trie); the zero Sym when r is written raw only.
+func (c *schemaCompiler) escapedChar(r rune) Sym {
+	if r < 0x20 || r == '"' || r == '\\' {
+		return Sym{}
+	}
+	hex := fmt.Sprintf("%04x", r)
+	if r > 0xFFFF {
+		return Sym{}
+	}
+	var seq []Sym
+	seq = append(seq, B('\\'), B('u'))
+	for i := 0; i < 4; i++ {
+		h := hex[i]
+		set := Bytes(h)
+		if h >= 'a' {
+			set.Add(h - 'a' + 'A')
+		}
+		seq = append(seq, T(set))
+	}
+	return c.b.Seq("escaped", seq...)
+}
+
+func escapePointer(k string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+}
+
+// without is s less keyword kw.
+func without(s *object, kw string) *object {
+	o := &object{vals: map[string]any{}}
+	for _, k := range s.keys {
+		if k != kw {
+			o.keys = append(o.keys, k)
+			o.vals[k] = s.vals[k]
+		}
+	}
+	return o
+}
+
+// hasConstraints reports whether s has a keyword other than annotations.
+func hasConstraints(s *object) bool {
+	for _, k := range s.keys {
+		if !annotations[k] && (understood[k] || unsupported[k] != "") {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *schemaCompiler) compileRef(s *object, ref any, ptr string, depth int) (Sym, error) {
+	r, ok := ref.(string)
+	if !ok {
+		return Sym{}, c.fail(ptr, "$ref", "must be a string")
+	}
+	if !c.refAlone && hasConstraints(without(s, "$ref")) {
+		target, err := c.resolve(r, ptr)
+		if err != nil {
+			return Sym{}, err
+		}
+		merged, err := c.merge(without(s, "$ref"), target, ptr, depth)
+		if err != nil {
+			return Sym{}, err
+		}
+		return c.compile(merged, ptr, depth+1)
+	}
+	if nt, ok := c.refs[r]; ok {
+		if c.expanding[r] {
+			return Sym{}, c.fail(ptr, "$ref", "%q refers to itself without any structure in between", r)
+		}
+		return N(nt), nil
+	}
+	target, err := c.resolve(r, ptr)
+	if err != nil {
+		return Sym{}, err
+	}
+	nt := c.b.Rule("ref " + r)
+	c.refs[r] = nt
+	c.expanding[r] = true
+	sym, err := c.compileGuarded(target, r, depth)
+	delete(c.expanding, r)
+	if err != nil {
+		return Sym{}, err
+	}
+	c.b.Alt(nt, sym)
+	return N(nt), nil
+}
+
+// compileGuarded compiles a $ref target; the cycle guard of the references
+// being expanded is lifted inside arrays and objects (compileStructure),
+// where recursion makes progress.
+func (c *schemaCompiler) compileGuarded(target any, ptr string, depth int) (Sym, error) {
+	return c.compile(target, strings.TrimPrefix(ptr, "#"), depth+1)
+}
+
+// resolve finds a local $ref ("#", "#/a/b", "#/$defs/x").
+func (c *schemaCompiler) resolve(ref, ptr string) (any, error) {
+	if !strings.HasPrefix(ref, "#") {
+		return nil, c.fail(ptr, "$ref", "only references within the schema (#/...) are supported, got %q", ref)
+	}
+	cur := c.root
+	path := strings.TrimPrefix(ref, "#")
+	if path == "" {
+		return cur, nil
+	}
+	if !strings.HasPrefix(path, "/") {
+		return nil, c.fail(ptr, "$ref", "anchors are not supported: %q", ref)
+	}
+	for _, part := range strings.Split(path[1:], "/") {
+		part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
+		if u, err := unescapeURI(part); err == nil {
+			part = u
+		}
+		switch v := cur.(type) {
+		case *object:
+			next, ok := v.get(part)
+			if !ok {
+				return nil, c.fail(ptr, "$ref", "%q does not resolve", ref)
+			}
+			cur = next
+		case []any:
+			i, err := strconv.Atoi(part)
+			if err != nil || i < 0 || i >= len(v) {
+				return nil, c.fail(ptr, "$ref", "%q does not resolve", ref)
+			}
+			cur = v[i]
+		default:
+			return nil, c.fail(ptr, "$ref", "%q does not resolve", ref)
+		}
+	}
+	return cur, nil
+}
+
+func unescapeURI(s string) (string, error) {
+	if !strings.Contains(s, "%") {
+		return s, nil
+	}
+	var out []byte
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
+			if err != nil {
+				return "", err
+			}
+			out = append(out, byte(v))
+			i += 2
+			continue
+		}
+		out = append(out, s[i])
+	}
+	return string(out), nil
+}

@@ -1,0 +1,101 @@
+package grammar_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/troupe-ai/troupe/grammar"
+	"github.com/troupe-ai/troupe/internal/fixtures"
+	"github.com/troupe-ai/troupe/tokenizer"
+)
+
+// maskSchema is a typical extraction schema: nested object, enum, array,
+// bounded integer, free strings.
+const maskSchema = `{"type":"object","properties":{
+ "name":{"type":"string"},
+ "age":{"type":"integer","minimum":0,"maximum":150},
+ "role":{"enum":["admin","user","guest"]},
+ "tags":{"type":"array","items":{"type":"string"},"maxItems":5},
+ "address":{"type":"object","properties":{"city":{"type":"string"},"zip":{"type":"string","pattern":"^[0-9]{5}$"}},"required":["city"]}
+},"required":["name","age","role"],"additionalProperties":false}`
+
+const maskText = `{"name":"Ada Lovelace, Countess of Lovelace","age":36,"role":"admin","tags":["math","poetry"],"address":{"city":"London","zip":"12345"}}`
+
+func llamaVocab(tb testing.TB) (*tokenizer.Tokenizer, *grammar.Vocab) {
+	tb.Helper()
+	tk, err := tokenizer.Load(fixtures.Path(tb, "tokenizers", "llama3_1"), tokenizer.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	eos, _ := tk.EOS()
+	return tk, grammar.NewVocab(tk.AllTokenBytes(), []int32{eos})
+}
+
+// BenchmarkMask: token masks over the Llama 3.1 vocabulary (128k tokens)
+// along a schema's output, token by token; reports p50 and p99.
+func BenchmarkMask(b *testing.B) {
+	tk, v := llamaVocab(b)
+	g, err := grammar.CompileSchema([]byte(maskSchema))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids := tk.EncodeIDs(maskText, false)
+	mask := grammar.NewMask(v.Size())
+	var times []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		m := grammar.NewMatcher(g)
+		for _, id := range ids {
+			t0 := time.Now()
+			v.Fill(m, mask)
+			times = append(times, time.Since(t0))
+			bs, _ := tk.TokenBytes(id)
+			if !mask.Has(id) || !m.AdvanceBytes(bs) {
+				b.Fatalf("token %d (%q) refused", id, bs)
+			}
+		}
+	}
+	slices.Sort(times)
+	b.ReportMetric(float64(times[len(times)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(times[len(times)*99/100].Microseconds()), "p99-µs")
+}
+
+// TestMaskFollowsText: along a valid output the mask allows each next
+// token, EOS only at the end, and a token that breaks the schema is refused.
+func TestMaskFollowsText(t *testing.T) {
+	tk, v := llamaVocab(t)
+	g, err := grammar.CompileSchema([]byte(maskSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eos, _ := tk.EOS()
+	mask := grammar.NewMask(v.Size())
+	m := grammar.NewMatcher(g)
+	for i, id := range tk.EncodeIDs(maskText, false) {
+		v.Fill(m, mask)
+		if mask.Has(eos) {
+			t.Fatalf("EOS allowed before the end, at token %d", i)
+		}
+		bs, _ := tk.TokenBytes(id)
+		if !mask.Has(id) || !m.AdvanceBytes(bs) {
+			t.Fatalf("token %d (%q) refused", i, bs)
+		}
+	}
+	v.Fill(m, mask)
+	if !mask.Has(eos) || mask.Count() != 1 {
+		t.Fatalf("at the end: EOS allowed %v, %d tokens allowed", mask.Has(eos), mask.Count())
+	}
+	// After `{"name":"x","age":` only digits may follow: a quote is refused.
+	m = grammar.NewMatcher(g)
+	m.AdvanceBytes([]byte(`{"name":"x","age":`))
+	v.Fill(m, mask)
+	for _, bad := range []string{`"`, `-`, `a`, ` `} {
+		if id, ok := tk.TokenID(bad); ok && mask.Has(id) {
+			t.Errorf("%q allowed where an age in 0..150 is due", bad)
+		}
+	}
+	if id, ok := tk.TokenID("1"); !ok || !mask.Has(id) {
+		t.Error(`"1" refused where an age is due`)
+	}
+}

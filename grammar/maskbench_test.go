@@ -1,0 +1,167 @@
+package grammar_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-ai/troupe/grammar"
+	"github.com/troupe-ai/troupe/internal/fixtures"
+)
+
+var maskbenchAll = flag.Bool("maskbench", false, "score every MaskBench fixture (slow); by default every 8th")
+
+// maskbenchFile is one fixture of ../shared/fixtures/jsonschema/data.
+type maskbenchFile struct {
+	Schema json.RawMessage `json:"schema"`
+	Tests  []struct {
+		Valid bool            `json:"valid"`
+		Data  json.RawMessage `json:"data"`
+	} `json:"tests"`
+}
+
+// maskbenchScore counts outcomes as MaskBench does (the fixture README).
+type maskbenchScore struct {
+	files, passing, compileErrors, validationErrors, invalidationErrors, valid, invalid int
+	compile                                                                             []time.Duration
+	invalidated                                                                         []string // files with an invalidation error
+	refused                                                                             []string // files with a validation error
+	errors                                                                              map[string]int
+}
+
+// compactData re-encodes an instance as compact JSON, keeping its key
+// order and number literals.
+func compactData(raw json.RawMessage) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func scoreMaskBench(t *testing.T, every int) maskbenchScore {
+	dir := fixtures.Path(t, "jsonschema", "data")
+	names, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no MaskBench fixtures in %s: %v", dir, err)
+	}
+	sort.Strings(names)
+	sc := maskbenchScore{errors: map[string]int{}}
+	for i, name := range names {
+		if i%every != 0 {
+			continue
+		}
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f maskbenchFile
+		if err := json.Unmarshal(data, &f); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		sc.files++
+		base := filepath.Base(name)
+		t0 := time.Now()
+		g, err := grammar.CompileSchema(f.Schema)
+		sc.compile = append(sc.compile, time.Since(t0))
+		if err != nil {
+			sc.compileErrors++
+			msg := err.Error()
+			if i := strings.Index(msg, ": "); i >= 0 {
+				msg = msg[i+2:]
+			}
+			if j := strings.Index(msg, ":"); j >= 0 {
+				msg = msg[:j]
+			}
+			sc.errors[msg]++
+			continue
+		}
+		pass := true
+		for _, tc := range f.Tests {
+			text, err := compactData(tc.Data)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			m := grammar.NewMatcher(g)
+			accepted := m.AdvanceBytes(text) && m.CanEnd()
+			if tc.Valid {
+				sc.valid++
+			} else {
+				sc.invalid++
+			}
+			switch {
+			case tc.Valid && !accepted:
+				sc.validationErrors++
+				sc.refused = append(sc.refused, base)
+				pass = false
+			case !tc.Valid && accepted:
+				sc.invalidationErrors++
+				sc.invalidated = append(sc.invalidated, base)
+				pass = false
+			}
+		}
+		if pass {
+			sc.passing++
+		}
+	}
+	return sc
+}
+
+// TestMaskBench scores the JSON Schema compiler on the MaskBench fixtures:
+// an invalid instance accepted is a failure (the one outcome a strict
+// engine never allows); validation errors, compile errors and the passing
+// share are reported. -maskbench scores every file (every 8th by default).
+func TestMaskBench(t *testing.T) {
+	every := 8
+	if *maskbenchAll {
+		every = 1
+	}
+	if testing.Short() {
+		every = 64
+	}
+	sc := scoreMaskBench(t, every)
+	slices.Sort(sc.compile)
+	q := func(p float64) time.Duration { return sc.compile[min(len(sc.compile)-1, int(p*float64(len(sc.compile))))] }
+	t.Logf("MaskBench, %d files (every %d): passing %d (%.1f%%), compile errors %d, validation errors %d of %d valid, invalidation errors %d of %d invalid; compile p50 %v p99 %v",
+		sc.files, every, sc.passing, 100*float64(sc.passing)/float64(sc.files), sc.compileErrors, sc.validationErrors, sc.valid,
+		sc.invalidationErrors, sc.invalid, q(0.5), q(0.99))
+	type kv struct {
+		k string
+		n int
+	}
+	var errs []kv
+	for k, n := range sc.errors {
+		errs = append(errs, kv{k, n})
+	}
+	sort.Slice(errs, func(i, j int) bool { return errs[i].n > errs[j].n })
+	var lines []string
+	for i, e := range errs {
+		if i == 12 {
+			break
+		}
+		lines = append(lines, fmt.Sprintf("%5d %s", e.n, e.k))
+	}
+	t.Logf("compile errors by reason:\n%s", strings.Join(lines, "\n"))
+	if len(sc.refused) > 0 {
+		t.Logf("validation errors in: %s", strings.Join(firstN(sc.refused, 20), " "))
+	}
+	if sc.invalidationErrors > 0 {
+		t.Errorf("%d invalid instances accepted, in: %s", sc.invalidationErrors, strings.Join(firstN(sc.invalidated, 20), " "))
+	}
+}
+
+func firstN(s []string, n int) []string {
+	s = slices.Compact(s)
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
