@@ -129,7 +129,9 @@ func TestMaskBench(t *testing.T) {
 	}
 	sc := scoreMaskBench(t, every)
 	slices.Sort(sc.compile)
-	q := func(p float64) time.Duration { return sc.compile[min(len(sc.compile)-1, int(p*float64(len(sc.compile))))] }
+	q := func(p float64) time.Duration {
+		return sc.compile[min(len(sc.compile)-1, int(p*float64(len(sc.compile))))]
+	}
 	t.Logf("MaskBench, %d files (every %d): passing %d (%.1f%%), compile errors %d, validation errors %d of %d valid, invalidation errors %d of %d invalid; compile p50 %v p99 %v",
 		sc.files, every, sc.passing, 100*float64(sc.passing)/float64(sc.files), sc.compileErrors, sc.validationErrors, sc.valid,
 		sc.invalidationErrors, sc.invalid, q(0.5), q(0.99))
