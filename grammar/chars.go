@@ -44,17 +44,7 @@ func NewCharSet(rs ...RuneRange) CharSet {
 		}
 		out = append(out, RuneRange{lo, hi})
 	}
-	slices.SortFunc(out, func(a, b RuneRange) int { return int(a.Lo - b.Lo) })
-	n := 0
-	for _, r := range out {
-		if n > 0 && r.Lo <= out[n-1].Hi+1 {
-			out[n-1].Hi = max(out[n-1].Hi, r.Hi)
-			continue
-		}
-		out[n] = r
-		n++
-	}
-	return out[:n]
+	return sortRanges(out)
 }
 
 // Chars returns the set of the given characters.

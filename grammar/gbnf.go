@@ -2,7 +2,6 @@ package grammar
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -404,7 +403,7 @@ func (p *gbnfParser) class() (Sym, error) {
 		neg = true
 		p.pos++
 	}
-	var rs []cpRange
+	var rs []RuneRange
 	for p.peek() != ']' {
 		if p.eof() {
 			return Sym{}, p.errAt(start, "unterminated character class")
@@ -424,137 +423,20 @@ func (p *gbnfParser) class() (Sym, error) {
 				return Sym{}, p.errAt(at, "range %c-%c out of order", lo, hi)
 			}
 		}
-		rs = append(rs, cpRange{lo, hi})
+		rs = append(rs, RuneRange{lo, hi})
 	}
 	p.pos++
-	rs = normRanges(rs)
+	set := NewCharSet(rs...)
 	if neg {
-		rs = complementRanges(rs)
+		set = set.Negate()
 	}
-	return utf8Ranges(p.b, rs), nil
+	return p.b.UTF8(set), nil
 }
 
 func (p *gbnfParser) anyChar() Sym {
 	if p.any == nil {
-		s := utf8Ranges(p.b, normRanges([]cpRange{{0, utf8.MaxRune}}))
+		s := p.b.UTF8(AnyChar())
 		p.any = &s
 	}
 	return *p.any
-}
-
-// cpRange is an inclusive range of code points.
-type cpRange struct{ lo, hi rune }
-
-// normRanges sorts and merges rs, leaving out surrogates.
-func normRanges(rs []cpRange) []cpRange {
-	var out []cpRange
-	for _, r := range rs {
-		// Cut the surrogates out.
-		if r.lo < 0xD800 && r.hi > 0xDFFF {
-			out = append(out, cpRange{r.lo, 0xD7FF}, cpRange{0xE000, r.hi})
-			continue
-		}
-		if r.lo >= 0xD800 && r.lo <= 0xDFFF {
-			r.lo = 0xE000
-		}
-		if r.hi >= 0xD800 && r.hi <= 0xDFFF {
-			r.hi = 0xD7FF
-		}
-		if r.lo <= r.hi {
-			out = append(out, r)
-		}
-	}
-	slices.SortFunc(out, func(a, b cpRange) int { return int(a.lo - b.lo) })
-	merged := out[:0]
-	for _, r := range out {
-		if n := len(merged); n > 0 && r.lo <= merged[n-1].hi+1 {
-			merged[n-1].hi = max(merged[n-1].hi, r.hi)
-			continue
-		}
-		merged = append(merged, r)
-	}
-	return merged
-}
-
-// complementRanges is the set of scalar values outside rs (normalized).
-func complementRanges(rs []cpRange) []cpRange {
-	var out []cpRange
-	next := rune(0)
-	for _, r := range rs {
-		if r.lo > next {
-			out = append(out, cpRange{next, r.lo - 1})
-		}
-		next = r.hi + 1
-	}
-	if next <= utf8.MaxRune {
-		out = append(out, cpRange{next, utf8.MaxRune})
-	}
-	return normRanges(out)
-}
-
-// utf8Ranges returns a symbol for the UTF-8 encodings of the code points of
-// rs (normalized: sorted, merged, no surrogates): one alternative per
-// sequence of byte ranges, found by splitting each range by encoded length
-// and then where its continuation bytes stop spanning their whole range.
-// Only the shortest forms are produced. (A general UTF8 helper of the
-// package may replace it.)
-func utf8Ranges(b *Builder, rs []cpRange) Sym {
-	var ascii ByteSet
-	var seqs [][]Sym
-	var split func(lo, hi rune)
-	split = func(lo, hi rune) {
-		// Same encoded length by construction.
-		n := utf8.RuneLen(lo)
-		for i := 1; i < n; i++ {
-			m := rune(1)<<(6*i) - 1
-			if lo&^m != hi&^m {
-				if lo&m != 0 {
-					split(lo, lo|m)
-					split((lo|m)+1, hi)
-					return
-				}
-				if hi&m != m {
-					split(lo, (hi&^m)-1)
-					split(hi&^m, hi)
-					return
-				}
-			}
-		}
-		var el, eh [4]byte
-		utf8.EncodeRune(el[:], lo)
-		utf8.EncodeRune(eh[:], hi)
-		seq := make([]Sym, n)
-		for j := 0; j < n; j++ {
-			seq[j] = T(Range(el[j], eh[j]))
-		}
-		seqs = append(seqs, seq)
-	}
-	for _, r := range rs {
-		for _, edge := range []rune{0x7F, 0x7FF, 0xFFFF, utf8.MaxRune} {
-			if r.lo > edge {
-				continue
-			}
-			hi := min(r.hi, edge)
-			if edge == 0x7F {
-				ascii.AddRange(byte(r.lo), byte(hi))
-			} else {
-				split(r.lo, hi)
-			}
-			if r.hi <= edge {
-				break
-			}
-			r.lo = edge + 1
-		}
-	}
-	if ascii != (ByteSet{}) {
-		seqs = append([][]Sym{{T(ascii)}}, seqs...)
-	}
-	if len(seqs) == 1 && len(seqs[0]) == 1 {
-		return seqs[0][0]
-	}
-	// An empty class matches nothing: an alternative of no byte.
-	if len(seqs) == 0 {
-		return T(ByteSet{})
-	}
-	return b.Choice("char", seqs...)
 }
