@@ -17,6 +17,18 @@
 // Repetitions compile to left-recursive rules, which Earley runs in a
 // constant number of items per byte.
 //
+// # Masks inside free strings
+//
+// Inside a JSON string of free content (Builder.JSONText) nearly every token
+// is allowed, and walking them all costs one Earley step per trie node. The
+// Vocab knows, for each token, from which byte on it is plain string content
+// (whole characters JSON writes raw, possibly ending inside one more); when
+// the walk reaches a node where the Matcher is inside free content, the
+// tokens below whose tail from there is plain are allowed at once (tokens in
+// depth-first order, a node's subtree a range), and only subtrees holding
+// other tokens (quotes, backslashes, control bytes) are walked. TestMaskExact
+// checks the result against taking every token's bytes.
+//
 // # Strictness
 //
 // A compiler that cannot express a constraint fails with an error that names

@@ -94,6 +94,8 @@ type Builder struct {
 	limit int
 	size  int
 	err   error
+	// texts are the rules made by JSONText.
+	texts []int
 }
 
 type rule struct {
@@ -220,6 +222,16 @@ func (b *Builder) Repeat(s Sym, min, max int) Sym {
 	return b.Seq("repeat", seq...)
 }
 
+// JSONText returns a symbol for any JSON string content (between the
+// quotes): zero or more JSONChar(AnyChar()). The Grammar knows these rules:
+// a Matcher inside one takes every "plain" token (Vocab) without a walk,
+// the masks' fast path in free strings.
+func (b *Builder) JSONText() Sym {
+	s := b.Star(b.JSONChar(AnyChar()))
+	b.texts = append(b.texts, int(s.NT))
+	return s
+}
+
 // Grammar is a built, immutable grammar: productions indexed for an Earley
 // recognizer. It is safe for concurrent use.
 type Grammar struct {
@@ -228,6 +240,9 @@ type Grammar struct {
 	prods    []prod
 	byLHS    [][]int32 // productions of each nonterminal
 	nullable []bool    // by nonterminal
+	// textProds are the recursive productions R → R c of the JSONText
+	// rules: a set holding [R → R . c] is inside free JSON string content.
+	textProds []int32
 }
 
 type prod struct {
@@ -259,6 +274,13 @@ func (b *Builder) Build(start int) (*Grammar, error) {
 			}
 			g.byLHS[i] = append(g.byLHS[i], int32(len(g.prods)))
 			g.prods = append(g.prods, prod{lhs: int32(i), rhs: a})
+		}
+	}
+	for _, nt := range b.texts {
+		for _, p := range g.byLHS[nt] {
+			if rhs := g.prods[p].rhs; len(rhs) == 2 && rhs[0].NT == int32(nt) {
+				g.textProds = append(g.textProds, p)
+			}
 		}
 	}
 	// The augmented start S' → S, so that acceptance is one completed item.

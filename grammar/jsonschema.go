@@ -468,7 +468,7 @@ func (c *schemaCompiler) anyChar() Sym {
 // anyString is any JSON string, quotes included.
 func (c *schemaCompiler) anyString() Sym {
 	if !c.str.ok {
-		c.str = sym0{true, c.b.Seq("string", B('"'), c.b.Star(c.anyChar()), B('"'))}
+		c.str = sym0{true, c.b.Seq("string", B('"'), c.b.JSONText(), B('"'))}
 	}
 	return c.str.sym
 }
@@ -969,7 +969,7 @@ func (c *schemaCompiler) keyExcept(names []string) (Sym, error) {
 		}
 		cur.end = true
 	}
-	free := c.b.Seq("free key", c.b.Star(c.anyChar()), B('"'))
+	free := c.b.Seq("free key", c.b.JSONText(), B('"'))
 	var build func(n *node) Sym
 	build = func(n *node) Sym {
 		nt := c.b.Rule("key")

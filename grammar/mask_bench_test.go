@@ -99,3 +99,43 @@ func TestMaskFollowsText(t *testing.T) {
 		t.Error(`"1" refused where an age is due`)
 	}
 }
+
+// TestMaskExact: the trie walk with its fast path inside free string
+// content allows exactly the tokens that taking each token's bytes one by
+// one allows, at the states where the fast path matters: inside a string
+// value, at the start of a key that may be an additional property, in the
+// middle of a multi-byte character, after a backslash.
+func TestMaskExact(t *testing.T) {
+	tk, v := llamaVocab(t)
+	g, err := grammar.CompileSchema([]byte(`{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := tk.AllTokenBytes()
+	eos, _ := tk.EOS()
+	got, want := grammar.NewMask(v.Size()), grammar.NewMask(v.Size())
+	for _, at := range []string{`{"a":"x y`, `{"a":"x","`, "{\"a\":\"caf\xc3", `{"a":"x\`, `{"a":"x","b":1,"zz`} {
+		m := grammar.NewMatcher(g)
+		if !m.AdvanceBytes([]byte(at)) {
+			t.Fatalf("%q refused", at)
+		}
+		v.Fill(m, got)
+		clear(want)
+		if m.CanEnd() {
+			want.Set(eos)
+		}
+		for id, bs := range all {
+			mark := m.Mark()
+			if len(bs) > 0 && m.AdvanceBytes(bs) {
+				want.Set(int32(id))
+			}
+			m.Reset(mark)
+		}
+		for id := range int32(v.Size()) {
+			if got.Has(id) != want.Has(id) {
+				t.Fatalf("after %q: token %d (%q) allowed %v by the mask, %v by its bytes", at, id, all[id], got.Has(id), want.Has(id))
+			}
+		}
+		t.Logf("after %q: %d tokens allowed", at, got.Count())
+	}
+}

@@ -133,6 +133,26 @@ func (m *Matcher) CanEnd() bool {
 // stuck where the grammar has nothing: not after a successful Advance).
 func (m *Matcher) Done() bool { return m.Allowed() == ByteSet{} }
 
+// InText reports whether the match is inside free JSON string content
+// (Builder.JSONText) at a character boundary: any plain text (Vocab) may
+// follow.
+func (m *Matcher) InText() bool {
+	if len(m.g.textProds) == 0 {
+		return false
+	}
+	k := len(m.starts) - 1
+	for _, it := range m.items[m.starts[k]:] {
+		if it.dot == 1 {
+			for _, p := range m.g.textProds {
+				if it.prod == p {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // Len is the number of bytes taken.
 func (m *Matcher) Len() int { return len(m.starts) - 1 }
 
