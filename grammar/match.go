@@ -13,7 +13,17 @@ type Matcher struct {
 	starts []int
 	// allowed[k] are the bytes set k can take next.
 	allowed []ByteSet
-	seen    map[item]struct{}
+	// seen holds the items of the set being built: an open-addressing
+	// table of indices into items (+1; 0 is empty), stamped by gen so
+	// that starting a new set does not clear it.
+	seen  []itemSlot
+	nseen int
+	gen   uint32
+}
+
+type itemSlot struct {
+	gen uint32
+	idx int32
 }
 
 type item struct {
@@ -22,7 +32,7 @@ type item struct {
 
 // NewMatcher starts a match of g at its start symbol.
 func NewMatcher(g *Grammar) *Matcher {
-	m := &Matcher{g: g, seen: map[item]struct{}{}}
+	m := &Matcher{g: g, seen: make([]itemSlot, 64), gen: 1}
 	m.starts = append(m.starts, 0)
 	m.add(item{prod: g.byLHS[g.start][0]})
 	m.close()
@@ -31,11 +41,44 @@ func NewMatcher(g *Grammar) *Matcher {
 
 // add puts it in the set being built, once.
 func (m *Matcher) add(it item) {
-	if _, ok := m.seen[it]; ok {
-		return
+	if 2*(m.nseen+1) > len(m.seen) {
+		m.grow()
 	}
-	m.seen[it] = struct{}{}
-	m.items = append(m.items, it)
+	mask := uint32(len(m.seen) - 1)
+	for h := hashItem(it) & mask; ; h = (h + 1) & mask {
+		s := &m.seen[h]
+		if s.gen != m.gen {
+			*s = itemSlot{gen: m.gen, idx: int32(len(m.items))}
+			m.nseen++
+			m.items = append(m.items, it)
+			return
+		}
+		if m.items[s.idx] == it {
+			return
+		}
+	}
+}
+
+func hashItem(it item) uint32 {
+	h := uint32(it.prod)*0x9E3779B1 ^ uint32(it.dot)*0x85EBCA77 ^ uint32(it.origin)*0xC2B2AE3D
+	return h ^ h>>15
+}
+
+// grow doubles the table of the set being built and puts its items back.
+func (m *Matcher) grow() {
+	old := m.seen
+	m.seen = make([]itemSlot, 2*len(old))
+	mask := uint32(len(m.seen) - 1)
+	for _, s := range old {
+		if s.gen != m.gen {
+			continue
+		}
+		h := hashItem(m.items[s.idx]) & mask
+		for m.seen[h].gen == m.gen {
+			h = (h + 1) & mask
+		}
+		m.seen[h] = s
+	}
 }
 
 // close completes the set being built (the last one): prediction and
@@ -77,7 +120,12 @@ func (m *Matcher) close() {
 		}
 	}
 	m.allowed = append(m.allowed, next)
-	clear(m.seen)
+	m.gen++
+	m.nseen = 0
+	if m.gen == 0 { // wrapped: stamps of old sets would look current
+		clear(m.seen)
+		m.gen = 1
+	}
 }
 
 // Allowed is the set of bytes the match can take next.
