@@ -91,3 +91,56 @@ Previous write at 0x00c0001a2b30 by goroutine 88:
 		t.Errorf("FirstFrame = %q", f)
 	}
 }
+
+// TestCheckHostProgram: a host program's main (named by Check's also)
+// calling Cluster.Shutdown while protoactor's own goroutine reads the flag
+// is protoactor's shutdown race, logged; the same report with the read in
+// the host program is the program's, a failure.
+func TestCheckHostProgram(t *testing.T) {
+	const report = `
+==================
+WARNING: DATA RACE
+Write at 0x00c00030c7f0 by main goroutine:
+  github.com/asynkron/protoactor-go/remote.(*endpointReader).suspend()
+      /x/endpoint_reader.go:255 +0x30
+  github.com/asynkron/protoactor-go/remote.(*Remote).Shutdown()
+      /x/server.go:91 +0x71
+  github.com/asynkron/protoactor-go/cluster.(*Cluster).Shutdown()
+      /x/cluster.go:154 +0x22e
+  main.main.deferwrap1()
+      /repo/examples/cluster/main.go:62 +0x33
+
+Previous read at 0x00c00030c7f0 by goroutine 304:
+  github.com/asynkron/protoactor-go/remote.(*endpointReader).Receive()
+      /x/endpoint_reader.go:75 +0x375
+  google.golang.org/grpc.(*Server).processStreamingRPC()
+      /x/server.go:1673 +0x1f5c
+
+Goroutine 304 (finished) created at:
+  google.golang.org/grpc.(*Server).serveStreams.func2()
+      /x/server.go:1040 +0x212
+==================
+`
+	rec := &recorder{TB: t}
+	Check(rec, "host", report, "examples/cluster/main.go")
+	if rec.failed {
+		t.Fatal("protoactor's shutdown race under a host program's Cluster.Shutdown failed the check")
+	}
+	ours := strings.Replace(report, "      /x/endpoint_reader.go:75 +0x375\n",
+		"      /x/endpoint_reader.go:75 +0x375\n  main.handle()\n      /repo/examples/cluster/main.go:99 +0x1\n", 1)
+	rec = &recorder{TB: t}
+	Check(rec, "host", ours, "examples/cluster/main.go")
+	if !rec.failed {
+		t.Fatal("a race whose other access runs through the host program passed the check")
+	}
+}
+
+// recorder records Errorf instead of failing the test.
+type recorder struct {
+	testing.TB
+	failed bool
+}
+
+func (r *recorder) Errorf(format string, args ...any) { r.failed = true }
+func (r *recorder) Helper()                           {}
+func (r *recorder) Logf(format string, args ...any)   {}
