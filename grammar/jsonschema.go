@@ -142,7 +142,7 @@ var understood = map[string]bool{
 // Keywords that constrain instances and are not supported: a schema using
 // one fails to compile rather than get a looser grammar.
 var unsupported = map[string]string{
-	"not": "negation", "if": "conditionals", "then": "conditionals", "else": "conditionals",
+	"if": "conditionals", "then": "conditionals", "else": "conditionals",
 	"dependentRequired": "dependencies", "dependentSchemas": "dependencies", "dependencies": "dependencies",
 	"patternProperties": "pattern properties", "propertyNames": "property name schemas",
 	"contains": "contains", "minContains": "contains", "maxContains": "contains",
@@ -193,6 +193,17 @@ func kindOf(v any) string {
 }
 
 func (c *schemaCompiler) compileObject(s *object, ptr string, depth int) (Sym, error) {
+	if n, ok := s.get("not"); ok {
+		positive, err := c.negate(n, ptr+"/not", depth)
+		if err != nil {
+			return Sym{}, err
+		}
+		merged, err := c.merge(without(s, "not"), positive, ptr, depth)
+		if err != nil {
+			return Sym{}, err
+		}
+		return c.compileObject(merged, ptr, depth+1)
+	}
 	for _, k := range s.keys {
 		if why, ok := unsupported[k]; ok {
 			return Sym{}, c.fail(ptr, k, "not supported (%s)", why)

@@ -1,0 +1,96 @@
+package grammar
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestSchema: instances accepted and refused by compiled schemas, one
+// feature per case.
+func TestSchema(t *testing.T) {
+	for _, tc := range []struct {
+		name, schema string
+		accept       []string
+		refuse       []string
+	}{
+		{"object in order, extras anywhere", `{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["a"]}`,
+			[]string{`{"a":1}`, `{"a":1,"b":"x"}`, `{"z":null,"a":1,"b":"x","y":[]}`, `{"a":1,"zz":{"q":1}}`},
+			[]string{`{}`, `{"b":"x","a":1}`, `{"a":"1"}`, `{"a":1,"a":2}`, `{"a":1,"b":"x","b":"y"}`, `{"a":1}x`}},
+		{"closed object", `{"type":"object","properties":{"a":{"type":"boolean"}},"additionalProperties":false}`,
+			[]string{`{}`, `{"a":true}`}, []string{`{"b":1}`, `{"a":true,"b":1}`}},
+		{"escaped key is not the declared one", `{"type":"object","properties":{"a":{"type":"integer"}}}`,
+			[]string{`{"\u0061x":"s"}`}, []string{`{"a":"s"}`}},
+		{"array bounds", `{"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":2}`,
+			[]string{`[1]`, `[1,2]`}, []string{`[]`, `[1,2,3]`, `["1"]`}},
+		{"prefixItems", `{"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}],"items":false}`,
+			[]string{`[]`, `["a"]`, `["a",1]`}, []string{`["a",1,2]`, `[1]`}},
+		{"string length, raw and escaped", `{"type":"string","minLength":2,"maxLength":3}`,
+			[]string{`"ab"`, `"a\u00e9c"`, `"éé"`}, []string{`"a"`, `"abcd"`}},
+		{"enum with mixed types", `{"enum":["a",1,null,{"k":[true]}]}`,
+			[]string{`"a"`, `1`, `null`, `{"k":[true]}`, `"\u0061"`}, []string{`"b"`, `2`, `{"k":[false]}`}},
+		{"integer range", `{"type":"integer","minimum":-5,"exclusiveMaximum":10}`,
+			[]string{`-5`, `0`, `9`}, []string{`-6`, `10`, `1.5`}},
+		{"anyOf", `{"anyOf":[{"type":"string"},{"type":"integer","minimum":3}]}`,
+			[]string{`"x"`, `3`}, []string{`2`, `true`}},
+		{"oneOf of types", `{"oneOf":[{"type":"string"},{"type":"integer"}]}`,
+			[]string{`"x"`, `3`}, []string{`3.5`, `null`}},
+		{"oneOf closed to its properties", `{"type":"object","oneOf":[{"properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"type":"integer"}},"required":["b"]}]}`,
+			[]string{`{"a":1}`, `{"b":2}`}, []string{`{"a":1,"b":2}`, `{}`}},
+		{"allOf merged", `{"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"a":{"minimum":2}}}]}`,
+			[]string{`{"a":2}`}, []string{`{"a":1}`, `{}`}},
+		{"recursive $ref", `{"$defs":{"n":{"type":"object","properties":{"v":{"type":"integer"},"next":{"$ref":"#/$defs/n"}},"required":["v"],"additionalProperties":false}},"$ref":"#/$defs/n"}`,
+			[]string{`{"v":1}`, `{"v":1,"next":{"v":2,"next":{"v":3}}}`}, []string{`{"v":1,"next":{}}`}},
+		{"not type", `{"not":{"type":["string","null"]}}`, []string{`1`, `[]`, `{}`}, []string{`"x"`, `null`}},
+		{"not required", `{"type":"object","not":{"required":["x"]}}`, []string{`{}`, `{"y":1}`}, []string{`{"x":1}`, `{"y":1,"x":2}`}},
+		{"double negation", `{"not":{"not":{"type":"boolean"}}}`, []string{`true`}, []string{`1`}},
+		{"pattern, unanchored", `{"type":"string","pattern":"[0-9]{3}"}`, []string{`"a123b"`, `"123"`}, []string{`"12a3"`}},
+		{"date format", `{"type":"string","format":"date"}`, []string{`"2024-02-29"`}, []string{`"2024-13-01"`}},
+		{"nullable", `{"type":"string","nullable":true}`, []string{`"x"`, `null`}, []string{`1`}},
+	} {
+		g, err := CompileSchema([]byte(tc.schema))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		for _, in := range tc.accept {
+			if !accepts(g, []byte(in)) {
+				t.Errorf("%s: %s refused", tc.name, in)
+			}
+		}
+		for _, in := range tc.refuse {
+			if accepts(g, []byte(in)) {
+				t.Errorf("%s: %s accepted", tc.name, in)
+			}
+		}
+	}
+}
+
+// TestSchemaErrors: what cannot be honoured is refused with the keyword and
+// the JSON pointer, never compiled loosely.
+func TestSchemaErrors(t *testing.T) {
+	for _, tc := range []struct{ schema, pointer, keyword string }{
+		{`{"type":"object","properties":{"a":{"if":{}}}}`, "/properties/a", "if"},
+		{`{"oneOf":[{"type":"object"},{"type":"object","properties":{"a":{}}}]}`, "", "oneOf"},
+		{`{"type":"string","format":"iri"}`, "", "format"},
+		{`{"type":"array","items":{"uniqueItems":true,"type":"array"}}`, "/items", "uniqueItems"},
+		{`{"$ref":"http://example.com/s.json"}`, "", "$ref"},
+		{`{"$defs":{"a":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}`, "", "$ref"},
+		{`{"type":"frog"}`, "", "type"},
+		{`{"type":"object","patternProperties":{"^x":{}}}`, "", "patternProperties"},
+		{`{"not":{"enum":[1]}}`, "/not", ""},
+	} {
+		_, err := CompileSchema([]byte(tc.schema))
+		var se *SchemaError
+		if !errors.As(err, &se) {
+			t.Errorf("%s: %v, want a SchemaError", tc.schema, err)
+			continue
+		}
+		if !strings.HasSuffix(se.Pointer, tc.pointer) || se.Keyword != tc.keyword {
+			t.Errorf("%s: error at %q keyword %q (%v), want %q %q", tc.schema, se.Pointer, se.Keyword, err, tc.pointer, tc.keyword)
+		}
+	}
+	if _, err := CompileSchema([]byte(`{"type":`)); err == nil {
+		t.Error("invalid JSON compiled")
+	}
+}
