@@ -3,15 +3,11 @@ package node
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
-
-	"github.com/troupe-ai/troupe"
-	"github.com/troupe-ai/troupe/actors"
 )
 
 // Attached is a troupe node on a cluster that a host program owns
@@ -29,7 +25,8 @@ type Attached struct {
 // the endpoint actor (EndpointName, one per actor system) and, when
 // cfg.Model is set, the model's pipeline into system, as Start does; the
 // host's own actors, kinds and membership provider are left alone. Of cfg
-// only Model, QueryInterval and Logger are used: the cluster's name,
+// only Model, QueryInterval, PublishInterval, DigestEntries and Logger are
+// used (a replica publishes its state as Start's do): the cluster's name,
 // addresses and provider are the host's. Every member that other troupe
 // nodes should reach must link package actors (importing this package
 // does), since remote finds a message's type by its protobuf name.
@@ -50,32 +47,17 @@ func Attach(system *actor.ActorSystem, c *cluster.Cluster, cfg Config) (*Attache
 	if c.Remote == nil || c.Gossip == nil {
 		return nil, errors.New("cluster node: attach needs a started cluster member (call StartMember first)")
 	}
-	if cfg.QueryInterval <= 0 {
-		cfg.QueryInterval = 500 * time.Millisecond
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.nodeDefaults()
 	n := &Node{cfg: cfg, system: system, cluster: c}
 	n.view.Store(&View{})
 	// Subscribed before the gossip state is read: a topology published in
 	// between is then held here and delivered after the snapshot.
 	fwd := &topologyForwarder{root: system.Root}
 	n.sub = system.EventStream.Subscribe(fwd.publish)
-	var local *actors.Pids
-	if cfg.Model != nil {
-		opts := *cfg.Model
-		if opts.RequestIDPrefix == "" {
-			opts.RequestIDPrefix = system.ID + "-"
-		}
-		rt, err := troupe.Spawn(system, opts)
-		if err != nil {
-			system.EventStream.Unsubscribe(n.sub)
-			return nil, err
-		}
-		n.rt = rt
-		p := rt.Pids()
-		local = &p
+	local, err := n.spawnReplica()
+	if err != nil {
+		system.EventStream.Unsubscribe(n.sub)
+		return nil, err
 	}
 	a := &Attached{Node: n}
 	snap, err := currentTopology(c, system.ID)

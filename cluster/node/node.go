@@ -102,18 +102,7 @@ func Start(cfg Config) (n *Node, err error) {
 	if cfg.RefreshInterval <= 0 {
 		cfg.RefreshInterval = time.Second
 	}
-	if cfg.QueryInterval <= 0 {
-		cfg.QueryInterval = 500 * time.Millisecond
-	}
-	if cfg.PublishInterval <= 0 {
-		cfg.PublishInterval = 250 * time.Millisecond
-	}
-	if cfg.DigestEntries <= 0 {
-		cfg.DigestEntries = 4096
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.nodeDefaults()
 	log := cfg.Logger
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(minLevel{Handler: log.Handler(), min: slog.LevelWarn}).With("lib", "protoactor")
@@ -142,34 +131,11 @@ func Start(cfg Config) (n *Node, err error) {
 	n.sub = system.EventStream.Subscribe(fwd.publish)
 	// The pipeline starts first, so the model loads while the member
 	// joins; the capability gate keeps it unroutable until it is ready.
-	var local *actors.Pids
-	if cfg.Model != nil {
-		// The member id before the runtime's request ids: a gateway's
-		// jobs and this replica's own share its scheduler, which keys
-		// jobs by id.
-		opts := *cfg.Model
-		if opts.RequestIDPrefix == "" {
-			opts.RequestIDPrefix = system.ID + "-"
-		}
-		// What the prompt cache takes in and serves feeds the digest
-		// this replica publishes.
-		n.digest = newCacheDigest(cfg.DigestEntries)
-		if prev := opts.OnCached; prev != nil {
-			opts.OnCached = func(scope string, tokens []int32, snapshot bool) {
-				prev(scope, tokens, snapshot)
-				n.digest.record(scope, tokens, snapshot)
-			}
-		} else {
-			opts.OnCached = n.digest.record
-		}
-		n.rt, err = troupe.Spawn(system, opts)
-		if err != nil {
-			system.EventStream.Unsubscribe(n.sub)
-			system.Shutdown()
-			return nil, err
-		}
-		p := n.rt.Pids()
-		local = &p
+	local, err := n.spawnReplica()
+	if err != nil {
+		system.EventStream.Unsubscribe(n.sub)
+		system.Shutdown()
+		return nil, err
 	}
 	// The pinned StartMember panics where it fails (remote cannot
 	// listen, provider fails to start).
@@ -202,6 +168,55 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 	fwd.attach(n.endpoint)
 	return n, nil
+}
+
+// nodeDefaults fills the settings Start and Attach share.
+func (cfg *Config) nodeDefaults() {
+	if cfg.QueryInterval <= 0 {
+		cfg.QueryInterval = 500 * time.Millisecond
+	}
+	if cfg.PublishInterval <= 0 {
+		cfg.PublishInterval = 250 * time.Millisecond
+	}
+	if cfg.DigestEntries <= 0 {
+		cfg.DigestEntries = 4096
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+}
+
+// spawnReplica starts the model's pipeline in the node's actor system when
+// the node is a replica (cfg.Model; nil Pids on a gateway): request ids
+// carry the member's id, and what the prompt cache takes in and serves
+// feeds the digest the replica publishes.
+func (n *Node) spawnReplica() (*actors.Pids, error) {
+	if n.cfg.Model == nil {
+		return nil, nil
+	}
+	// The member id before the runtime's request ids: a gateway's jobs
+	// and this replica's own share its scheduler, which keys jobs by id.
+	opts := *n.cfg.Model
+	if opts.RequestIDPrefix == "" {
+		opts.RequestIDPrefix = n.system.ID + "-"
+	}
+	n.digest = newCacheDigest(n.cfg.DigestEntries)
+	if prev := opts.OnCached; prev != nil {
+		opts.OnCached = func(scope string, tokens []int32, snapshot bool) {
+			prev(scope, tokens, snapshot)
+			n.digest.record(scope, tokens, snapshot)
+		}
+	} else {
+		opts.OnCached = n.digest.record
+	}
+	rt, err := troupe.Spawn(n.system, opts)
+	if err != nil {
+		n.digest = nil
+		return nil, err
+	}
+	n.rt = rt
+	p := rt.Pids()
+	return &p, nil
 }
 
 // topologyAt is a ClusterTopology event and when it was published.
