@@ -133,39 +133,23 @@ func isPlain(bs []byte) bool {
 	return true
 }
 
-// validStart reports whether bs (shorter than a whole character) begins a
-// valid UTF-8 encoding: shortest form, no surrogates, at most U+10FFFF.
+// validStart reports whether bs, not a whole character, begins a valid
+// UTF-8 encoding (shortest form, no surrogates, at most U+10FFFF): a lead
+// byte that starts some character, or a longer start that continuation
+// bytes complete.
 func validStart(bs []byte) bool {
-	lead := bs[0]
-	var n int
-	lo, hi := byte(0x80), byte(0xBF) // the second byte's range
-	switch {
-	case lead >= 0xC2 && lead <= 0xDF:
-		n = 2
-	case lead == 0xE0:
-		n, lo = 3, 0xA0
-	case lead >= 0xE1 && lead <= 0xEC, lead == 0xEE, lead == 0xEF:
-		n = 3
-	case lead == 0xED:
-		n, hi = 3, 0x9F
-	case lead == 0xF0:
-		n, lo = 4, 0x90
-	case lead >= 0xF1 && lead <= 0xF3:
-		n = 4
-	case lead == 0xF4:
-		n, hi = 4, 0x8F
-	default:
-		return false
+	if utf8.FullRune(bs) {
+		return false // whole, or already invalid
 	}
-	if len(bs) >= n {
-		return false
+	if len(bs) == 1 {
+		return bs[0] >= 0xC2 && bs[0] <= 0xF4
 	}
-	for i := 1; i < len(bs); i++ {
-		if i == 1 && (bs[i] < lo || bs[i] > hi) || bs[i] < 0x80 || bs[i] > 0xBF {
-			return false
+	for pad := []byte{0x80}; len(bs)+len(pad) <= utf8.UTFMax; pad = append(pad, 0x80) {
+		if utf8.Valid(append(slices.Clip(bs), pad...)) {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // Size is the vocabulary's size: the length of a mask in bits.
