@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net/http"
@@ -100,17 +99,8 @@ func TestClusterDrain(t *testing.T) {
 	}
 
 	const streamTokens = 3000
-	stream, err := http.Post(gw.url+"/v1/chat/completions", "application/json", strings.NewReader(fmt.Sprintf(
-		`{"stream":true,"stream_options":{"include_usage":true},"max_tokens":%d,"ignore_eos":true,"temperature":0,"messages":[{"role":"user","content":"talk for long"}]}`, streamTokens)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stream.Body.Close()
-	lines := bufio.NewScanner(stream.Body)
-	lines.Buffer(make([]byte, 1<<20), 1<<20)
-	if !lines.Scan() {
-		t.Fatalf("the stream ended at once: %v", lines.Err())
-	}
+	lines := openStream(t, gw.url, fmt.Sprintf(
+		`{"stream":true,"stream_options":{"include_usage":true},"max_tokens":%d,"ignore_eos":true,"temperature":0,"messages":[{"role":"user","content":"talk for long"}]}`, streamTokens))
 	var victim, other *serveChild
 	if !waitUntil(20*time.Second, func() bool {
 		var v clusterView

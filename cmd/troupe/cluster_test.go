@@ -194,6 +194,23 @@ func waitUntil(d time.Duration, cond func() bool) bool {
 	return cond()
 }
 
+// openStream posts a streamed chat completion to url and returns its lines
+// once the first has come (the body is closed when the test ends).
+func openStream(t *testing.T, url, body string) *bufio.Scanner {
+	t.Helper()
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	lines := bufio.NewScanner(resp.Body)
+	lines.Buffer(make([]byte, 1<<20), 1<<20)
+	if !lines.Scan() {
+		t.Fatalf("the stream ended at once: %v", lines.Err())
+	}
+	return lines
+}
+
 // quantile is the q-quantile of ds (nearest rank).
 func quantile(ds []time.Duration, q float64) time.Duration {
 	s := slices.Clone(ds)
@@ -462,18 +479,8 @@ func TestClusterGateway(t *testing.T) {
 	if _, _, err := postChat(gw.url, chatBody(1, prefix)); err != nil {
 		t.Fatal(err)
 	}
-	s1, err := http.Post(gw.url+"/v1/chat/completions", "application/json", strings.NewReader(
-		`{"stream":true,"max_tokens":3800,"ignore_eos":true,"temperature":0,"messages":[{"role":"user","content":`+
-			strconv.Quote(prefix)+`},{"role":"assistant","content":"ok"},{"role":"user","content":"now talk for long"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s1.Body.Close()
-	lines := bufio.NewScanner(s1.Body)
-	lines.Buffer(make([]byte, 1<<20), 1<<20)
-	if !lines.Scan() {
-		t.Fatalf("the stream ended at once: %v", lines.Err())
-	}
+	lines := openStream(t, gw.url, `{"stream":true,"max_tokens":3800,"ignore_eos":true,"temperature":0,"messages":[{"role":"user","content":`+
+		strconv.Quote(prefix)+`},{"role":"assistant","content":"ok"},{"role":"user","content":"now talk for long"}]}`)
 	busy := func(waiting int) *serveChild {
 		var v clusterView
 		if getJSON(gw.url+"/v1/cluster", &v) != nil {
