@@ -1002,7 +1002,7 @@ func (c *schemaCompiler) keyExcept(names []string) (Sym, error) {
 		// Any other character (and any escape): leave the trie.
 		c.b.Alt(nt, c.b.JSONChar(others), free)
 		for _, r := range runes {
-			if esc := c.escapedChar(r); esc.NT >= 0 || esc.Set != (ByteSet{}) {
+			if esc, ok := c.escapedChar(r); ok {
 				c.b.Alt(nt, esc, free)
 			}
 		}
@@ -1021,18 +1021,16 @@ func (c *schemaCompiler) rawChar(r rune) []Sym {
 	return Lit(string(buf[:n]))
 }
 
-// escapedChar is r as a \u escape (the trie's characters reached through
-// an escape leave the trie); the zero Sym when r is written raw only.
-func (c *schemaCompiler) escapedChar(r rune) Sym {
-	if r < 0x20 || r == '"' || r == '\\' {
-		return Sym{}
+// escapedChar is r as a \u escape (a trie character reached through an
+// escape leaves the trie); ok is false for a character written only raw
+// or with a short escape here (control characters, quote, backslash) and
+// beyond the BMP.
+func (c *schemaCompiler) escapedChar(r rune) (Sym, bool) {
+	if r < 0x20 || r == '"' || r == '\\' || r > 0xFFFF {
+		return Sym{}, false
 	}
 	hex := fmt.Sprintf("%04x", r)
-	if r > 0xFFFF {
-		return Sym{}
-	}
-	var seq []Sym
-	seq = append(seq, B('\\'), B('u'))
+	seq := []Sym{B('\\'), B('u')}
 	for i := 0; i < 4; i++ {
 		h := hex[i]
 		set := Bytes(h)
@@ -1041,7 +1039,7 @@ func (c *schemaCompiler) escapedChar(r rune) Sym {
 		}
 		seq = append(seq, T(set))
 	}
-	return c.b.Seq("escaped", seq...)
+	return c.b.Seq("escaped", seq...), true
 }
 
 func escapePointer(k string) string {

@@ -19,6 +19,8 @@ func TestSchema(t *testing.T) {
 			[]string{`{}`, `{"b":"x","a":1}`, `{"a":"1"}`, `{"a":1,"a":2}`, `{"a":1,"b":"x","b":"y"}`, `{"a":1}x`}},
 		{"closed object", `{"type":"object","properties":{"a":{"type":"boolean"}},"additionalProperties":false}`,
 			[]string{`{}`, `{"a":true}`}, []string{`{"b":1}`, `{"a":true,"b":1}`}},
+		{"declared names the keys' trie cannot write escaped", `{"type":"object","properties":{"😀":{"type":"integer"},"q\"":{"type":"integer"}}}`,
+			[]string{`{"😀":1}`, `{"q\"":2}`, `{"x":"s"}`}, []string{`{"""":1}`, `{"😀":"s"}`, `{"q\"":"s"}`, `{"null":1,"":2`}},
 		{"escaped key is not the declared one", `{"type":"object","properties":{"a":{"type":"integer"}}}`,
 			[]string{`{"\u0061x":"s"}`}, []string{`{"a":"s"}`}},
 		{"array bounds", `{"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":2}`,
