@@ -278,6 +278,9 @@ func (g *Gateway) pick(ctx context.Context, job *actors.PrefillJob, exclude []st
 		// Else the conversation's opening does.
 		req.StickyKey = req.Tenant + "\x00" + job.Conversation
 	}
+	// The prompt's block hashes, once: the route, the probes' digests and
+	// the prediction all read them.
+	req.Blocks = route.BlockHashes(req.Tenant, req.Tokens)
 	candidates := 0
 	for _, r := range all {
 		if r.Model == g.cfg.Model && !slices.Contains(exclude, r.MemberID) {
@@ -338,7 +341,7 @@ func (g *Gateway) pick(ctx context.Context, job *actors.PrefillJob, exclude []st
 	if err == nil && reserve {
 		g.inflight[d.ReplicaID]++
 		if !slices.ContainsFunc(states, func(s route.Replica) bool { return s.ID == d.ReplicaID && s.SnapshotReuse }) {
-			g.predict(d.ReplicaID, route.BlockHashes(req.Tenant, req.Tokens), all)
+			g.predict(d.ReplicaID, req.Blocks, all)
 		}
 	}
 	g.mu.Unlock()
@@ -379,7 +382,8 @@ func (e either) Contains(h route.BlockHash) bool {
 	return (e.a != nil && e.a.Contains(h)) || e.b.Contains(h)
 }
 
-// probedPrefix is the digest a probe stands for, as far as req can tell:
+// probedPrefix is the digest a probe stands for, as far as req can tell
+// (from its Blocks when set):
 // the block hashes of the reusable prefix (dense models), or the snapshot
 // key at the history boundary when the replica would reuse at least that
 // much (snapshot models).
@@ -392,7 +396,11 @@ func probedPrefix(req route.Request, snapshot bool, reusable int) route.Prefixes
 		if req.Boundary <= 0 || req.Boundary > reusable {
 			return nil
 		}
-		return route.NewHashSet([]route.BlockHash{route.SnapshotKey(req.Tenant, req.Tokens[:req.Boundary])})
+		return route.NewHashSet([]route.BlockHash{route.SnapshotKeyFromBlocks(req.Blocks, req.Tenant, req.Tokens[:req.Boundary])})
 	}
-	return route.NewHashSet(route.BlockHashes(req.Tenant, req.Tokens[:reusable]))
+	blocks := req.Blocks
+	if blocks == nil {
+		blocks = route.BlockHashes(req.Tenant, req.Tokens[:reusable])
+	}
+	return route.NewHashSet(blocks[:min(reusable/route.BlockTokens, len(blocks))])
 }
