@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -105,7 +106,7 @@ type schemaCompiler struct {
 	// refAlone: the schema's draft (3 to 7) ignores the siblings of $ref.
 	refAlone bool
 	// Shared symbols, made on first use.
-	value, str, char, num, intg sym0
+	value, str, char, num sym0
 }
 
 // sym0 is a symbol made once.
@@ -1097,20 +1098,15 @@ func (c *schemaCompiler) compileRef(s *object, ref any, ptr string, depth int) (
 	nt := c.b.Rule("ref " + r)
 	c.refs[r] = nt
 	c.expanding[r] = true
-	sym, err := c.compileGuarded(target, r, depth)
+	// The cycle guard is lifted inside arrays and objects (compileType),
+	// where recursion makes progress.
+	sym, err := c.compile(target, strings.TrimPrefix(r, "#"), depth+1)
 	delete(c.expanding, r)
 	if err != nil {
 		return Sym{}, err
 	}
 	c.b.Alt(nt, sym)
 	return N(nt), nil
-}
-
-// compileGuarded compiles a $ref target; the cycle guard of the references
-// being expanded is lifted inside arrays and objects (compileStructure),
-// where recursion makes progress.
-func (c *schemaCompiler) compileGuarded(target any, ptr string, depth int) (Sym, error) {
-	return c.compile(target, strings.TrimPrefix(ptr, "#"), depth+1)
 }
 
 // resolve finds a local $ref ("#", "#/a/b", "#/$defs/x").
@@ -1128,7 +1124,7 @@ func (c *schemaCompiler) resolve(ref, ptr string) (any, error) {
 	}
 	for _, part := range strings.Split(path[1:], "/") {
 		part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
-		if u, err := unescapeURI(part); err == nil {
+		if u, err := url.PathUnescape(part); err == nil {
 			part = u
 		}
 		switch v := cur.(type) {
@@ -1149,24 +1145,4 @@ func (c *schemaCompiler) resolve(ref, ptr string) (any, error) {
 		}
 	}
 	return cur, nil
-}
-
-func unescapeURI(s string) (string, error) {
-	if !strings.Contains(s, "%") {
-		return s, nil
-	}
-	var out []byte
-	for i := 0; i < len(s); i++ {
-		if s[i] == '%' && i+2 < len(s) {
-			v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
-			if err != nil {
-				return "", err
-			}
-			out = append(out, byte(v))
-			i += 2
-			continue
-		}
-		out = append(out, s[i])
-	}
-	return string(out), nil
 }

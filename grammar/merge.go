@@ -3,6 +3,7 @@ package grammar
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math/big"
 	"slices"
 )
@@ -298,8 +299,4 @@ func intersectTypes(a, b any) ([]any, error) {
 	return out, nil
 }
 
-var errTypeList = errorString("must be a string or an array of strings")
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
+var errTypeList = errors.New("must be a string or an array of strings")
