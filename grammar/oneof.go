@@ -1,9 +1,6 @@
 package grammar
 
-import (
-	"fmt"
-	"slices"
-)
+import "slices"
 
 // oneOf allows a value that matches exactly one branch. A grammar cannot
 // express "not the others", so oneOf compiles only when no value can match
@@ -185,8 +182,8 @@ func (c *schemaCompiler) objectsDisjoint(a, b *object, depth int) bool {
 		if !ok {
 			continue
 		}
-		x, err1 := c.concrete(aSchema, fmt.Sprint("#"), depth+1)
-		y, err2 := c.concrete(bSchema, fmt.Sprint("#"), depth+1)
+		x, err1 := c.concrete(aSchema, "#", depth+1)
+		y, err2 := c.concrete(bSchema, "#", depth+1)
 		if err1 == nil && err2 == nil && c.disjoint(x, y, depth+1) {
 			return true
 		}
