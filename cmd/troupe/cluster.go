@@ -24,12 +24,12 @@ type member struct {
 	rt   *troupe.Runtime
 	own  bool // rt is the gateway's, closed here; a replica's closes with the node
 	stop func()
-	tmp  string // the folder of the fetched assets, removed at close
 	// opts are the options the member's runtimes of other models start
 	// from (serveModels).
 	opts troupe.Options
 	// others are the runtimes of the models other members serve
-	// (serveModels), and the folders of their assets; closed at close.
+	// (serveModels); dirs the folders of every model's fetched assets
+	// (takeAssets). Both end at close.
 	mu     sync.Mutex
 	others []*troupe.Runtime
 	dirs   []string
@@ -122,16 +122,7 @@ func (m *member) serveModels(ctx context.Context, add func(*troupe.Runtime), log
 // startModel starts the runtime that routes r's model: its assets from r,
 // no weights, the jobs to the model's replicas.
 func (m *member) startModel(ctx context.Context, r node.Replica, log *slog.Logger) (*troupe.Runtime, error) {
-	dir, err := os.MkdirTemp("", "troupe-model-assets-")
-	if err != nil {
-		return nil, err
-	}
-	m.mu.Lock()
-	m.dirs = append(m.dirs, dir)
-	m.mu.Unlock()
-	fctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	model, override, err := assets.Fetch(fctx, m.node.System().Root, r.Address, dir)
+	dir, model, override, err := m.takeAssets(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -163,11 +154,12 @@ func (m *member) fetchAssets(ctx context.Context, opts *troupe.Options, log *slo
 	log.Info("gateway: waiting for a replica to take the model's tokenizer and chat template from", "model", opts.ServedName)
 	var r node.Replica
 	for {
-		i := slices.IndexFunc(m.node.View().Replicas, func(rep node.Replica) bool {
+		reps := m.node.View().Replicas
+		i := slices.IndexFunc(reps, func(rep node.Replica) bool {
 			return opts.ServedName == "" || rep.Model == opts.ServedName
 		})
 		if i >= 0 {
-			r = m.node.View().Replicas[i]
+			r = reps[i]
 			break
 		}
 		select {
@@ -176,14 +168,7 @@ func (m *member) fetchAssets(ctx context.Context, opts *troupe.Options, log *slo
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	dir, err := os.MkdirTemp("", "troupe-gateway-assets-")
-	if err != nil {
-		return err
-	}
-	m.tmp = dir
-	fctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	model, override, err := assets.Fetch(fctx, m.node.System().Root, r.Address, dir)
+	dir, model, override, err := m.takeAssets(ctx, r)
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
@@ -193,6 +178,22 @@ func (m *member) fetchAssets(ctx context.Context, opts *troupe.Options, log *slo
 		opts.ChatTemplate = override
 	}
 	return nil
+}
+
+// takeAssets fetches replica r's model assets (tokenizer, chat template,
+// generation config) into a folder of the member's own, removed at close:
+// the folder, the served model name and the template override's path.
+func (m *member) takeAssets(ctx context.Context, r node.Replica) (dir, model, override string, err error) {
+	if dir, err = os.MkdirTemp("", "troupe-model-assets-"); err != nil {
+		return "", "", "", err
+	}
+	m.mu.Lock()
+	m.dirs = append(m.dirs, dir)
+	m.mu.Unlock()
+	fctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	model, override, err = assets.Fetch(fctx, m.node.System().Root, r.Address, dir)
+	return dir, model, override, err
 }
 
 // watchReplicas exports n's view of the replicas by state in rt's
@@ -239,7 +240,4 @@ func (m *member) close() {
 		}
 	}
 	m.node.Close()
-	if m.tmp != "" {
-		_ = os.RemoveAll(m.tmp)
-	}
 }
