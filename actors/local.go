@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"github.com/troupe-ai/troupe/grammar"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -130,6 +131,9 @@ type modelReady struct {
 	model model.Model
 	dev   gpu.Device
 	pool  *kvcache.Pool
+	// guides make the structured-output guides of constrained jobs (nil:
+	// no assets, such jobs fail).
+	guides *grammar.Guides
 }
 
 // loadPhase, assetsLoaded and modelLoaded report the ModelActor's loading

@@ -468,7 +468,12 @@ type PrefillJob struct {
 	// The conversation's opening, hashed (chat.Request.ConversationKey): a
 	// cluster gateway keeps the turns of a conversation that names no
 	// prompt_cache_key on one replica by it; "" when not a chat.
-	Conversation  string `protobuf:"bytes,12,opt,name=conversation,proto3" json:"conversation,omitempty"`
+	Conversation string `protobuf:"bytes,12,opt,name=conversation,proto3" json:"conversation,omitempty"`
+	// Structured output: a grammar.Plan (JSON, grammar.Plan.Marshal) the
+	// generated tokens must follow; empty when the output is free. The
+	// preparer has compiled it once (a bad one is refused there); the
+	// scheduler compiles it again, cached by these bytes.
+	Constraint    []byte `protobuf:"bytes,13,opt,name=constraint,proto3" json:"constraint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -585,6 +590,13 @@ func (x *PrefillJob) GetConversation() string {
 		return x.Conversation
 	}
 	return ""
+}
+
+func (x *PrefillJob) GetConstraint() []byte {
+	if x != nil {
+		return x.Constraint
+	}
+	return nil
 }
 
 type TopLogprob struct {
@@ -1560,7 +1572,7 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\x10presence_penalty\x18\x06 \x01(\x02R\x0fpresencePenalty\x12+\n" +
 	"\x11frequency_penalty\x18\a \x01(\x02R\x10frequencyPenalty\x12\x12\n" +
 	"\x04seed\x18\b \x01(\x04R\x04seed\x12\x19\n" +
-	"\bhas_seed\x18\t \x01(\bR\ahasSeed\"\xa6\x03\n" +
+	"\bhas_seed\x18\t \x01(\bR\ahasSeed\"\xc6\x03\n" +
 	"\n" +
 	"PrefillJob\x12\x1d\n" +
 	"\n" +
@@ -1578,7 +1590,10 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\awarm_up\x18\n" +
 	" \x01(\bR\x06warmUp\x12$\n" +
 	"\x0efit_max_tokens\x18\v \x01(\bR\ffitMaxTokens\x12\"\n" +
-	"\fconversation\x18\f \x01(\tR\fconversation\"<\n" +
+	"\fconversation\x18\f \x01(\tR\fconversation\x12\x1e\n" +
+	"\n" +
+	"constraint\x18\r \x01(\fR\n" +
+	"constraint\"<\n" +
 	"\n" +
 	"TopLogprob\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\x05R\x05token\x12\x18\n" +

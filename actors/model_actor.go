@@ -107,7 +107,11 @@ func (a *ModelActor) Receive(ctx actor.Context) {
 		}
 		reuse := model.SnapshotReuse(msg.model.Cache())
 		a.capability = &CapabilityReady{SnapshotReuse: reuse, Model: a.name}
-		ctx.Send(a.scheduler, &modelReady{model: msg.model, dev: msg.dev, pool: msg.pool})
+		ready := &modelReady{model: msg.model, dev: msg.dev, pool: msg.pool}
+		if a.assets != nil {
+			ready.guides = a.assets.Guides()
+		}
+		ctx.Send(a.scheduler, ready)
 		a.status.Phase = "publishing capability"
 		a.pendingAck = len(a.preparers)
 		for _, p := range a.preparers {

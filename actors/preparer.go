@@ -171,7 +171,7 @@ func (p *RequestPreparer) job(msg *Prepare, prep *chat.Prepared) *PrefillJob {
 			RepetitionPenalty: s.RepetitionPenalty, PresencePenalty: s.PresencePenalty, FrequencyPenalty: s.FrequencyPenalty,
 			Seed: s.Seed, HasSeed: s.HasSeed},
 		HistoryBoundary: int32(prep.Boundary), Logprobs: r.Logprobs, TopLogprobs: int32(r.TopLogprobs),
-		CacheScope: r.CacheScope, Conversation: r.ConversationKey(),
+		CacheScope: r.CacheScope, Conversation: r.ConversationKey(), Constraint: prep.Plan,
 	}
 	if !r.IgnoreEOS {
 		j.StopIds = p.assets.EOS

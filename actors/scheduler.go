@@ -1,7 +1,9 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
+	"github.com/troupe-ai/troupe/grammar"
 	"log/slog"
 	"slices"
 	"time"
@@ -37,6 +39,8 @@ type SchedulerActor struct {
 	last     *SchedulerStats       // counters already added to the metrics
 
 	pool *kvcache.Pool // the engine's; closed when the actor stops
+	// guides make the structured-output guides of constrained jobs.
+	guides *grammar.Guides
 }
 
 type pendingJob struct {
@@ -82,6 +86,7 @@ func (s *SchedulerActor) Receive(ctx actor.Context) {
 	case *modelReady:
 		s.eng = engine.New(msg.model, msg.dev, msg.pool, s.opt)
 		s.pool = msg.pool
+		s.guides = msg.guides
 		s.idleAt = time.Now()
 		s.publish()
 		pending := s.pending
@@ -154,6 +159,19 @@ func (s *SchedulerActor) refuse(ctx actor.Context, j *PrefillJob, requester *act
 	}
 }
 
+// guide makes the structured-output guide of a constrained job: its plan
+// compiled (cached by its bytes) over the model's vocabulary.
+func (s *SchedulerActor) guide(j *PrefillJob) (*grammar.Guide, error) {
+	if s.guides == nil {
+		return nil, errors.New("structured output: this runtime has no tokenizer to follow a grammar with")
+	}
+	gd, err := s.guides.Guide(j.Constraint, j.StopIds)
+	if err != nil {
+		return nil, fmt.Errorf("structured output: %w", err)
+	}
+	return gd, nil
+}
+
 func (s *SchedulerActor) submit(ctx actor.Context, j *PrefillJob, requester *actor.PID) {
 	p := j.GetSampling()
 	req := engine.Request{
@@ -163,6 +181,16 @@ func (s *SchedulerActor) submit(ctx actor.Context, j *PrefillJob, requester *act
 			FrequencyPenalty: p.GetFrequencyPenalty(), Seed: p.GetSeed(), HasSeed: p.GetHasSeed()},
 		Logprobs: j.Logprobs, TopLogprobs: int(j.TopLogprobs),
 		Boundary: int(j.HistoryBoundary), Scope: j.CacheScope, FitMaxTokens: j.FitMaxTokens,
+	}
+	if len(j.Constraint) > 0 {
+		gd, err := s.guide(j)
+		if err != nil {
+			if requester != nil {
+				ctx.Send(requester, &TokenEvent{RequestId: j.RequestId, FinishReason: "error", Error: err.Error()})
+			}
+			return
+		}
+		req.Constraint = gd
 	}
 	s.yieldWarmUps()
 	id, err := s.eng.Submit(req)

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
+	"github.com/troupe-ai/troupe/grammar"
 	"github.com/troupe-ai/troupe/sample"
 	"github.com/troupe-ai/troupe/templates"
 	"github.com/troupe-ai/troupe/tokenizer"
@@ -45,6 +47,22 @@ type Request struct {
 	// CacheScope restricts prompt reuse to one conversation (OpenAI's
 	// prompt_cache_key); empty means any.
 	CacheScope string
+
+	// Format constrains the reply's text (structured output:
+	// response_format, text.format, guided_*, grammar); nil leaves it
+	// free. Spec.Field names the request field for errors.
+	Format *grammar.Spec
+	// ToolChoice is ToolAuto, ToolRequired or ToolNamed (ToolName): the
+	// last two force the reply to be tool calls in the template's syntax,
+	// their arguments following each tool's parameters schema.
+	ToolChoice, ToolName string
+	// StrictTools are the tools declared strict: with ToolAuto, a call the
+	// model opens follows their schema.
+	StrictTools map[string]bool
+	// ToolParamsField is the request field of tool i's parameters schema
+	// as a format with one %d ("tools[%d].input_schema"); empty means
+	// chat completions' "tools[%d].function.parameters".
+	ToolParamsField string
 }
 
 // IsChat reports whether the request renders a chat template.
@@ -100,6 +118,9 @@ type Assets struct {
 
 	shapes shapes   // each template's tool-call shape, probed on first use
 	json   jsonText // tojson, for templates that want arguments as text
+
+	guidesOnce sync.Once
+	guides     *grammar.Guides
 }
 
 // normalize returns r's messages in the shape tmpl renders (see
@@ -140,6 +161,9 @@ type Prepared struct {
 	// Reasoning is set when the template thinks (<think> blocks), so output
 	// separates reasoning from the answer.
 	Reasoning bool
+	// Plan is the structured-output constraint (grammar.Plan.Marshal),
+	// compiled once here; nil when the output is free.
+	Plan []byte
 }
 
 // Prepare renders and tokenizes r. withBoundary also renders the history
@@ -154,6 +178,11 @@ func (a *Assets) Prepare(r *Request, withBoundary bool) (*Prepared, error) {
 		if len(p.IDs) == 0 {
 			return nil, &BadRequest{errors.New("the prompt is empty")}
 		}
+		plan, err := a.plan(r, "", r.Prompt)
+		if err != nil {
+			return nil, err
+		}
+		p.Plan = plan
 		return p, nil
 	}
 	tmpl := a.Template
@@ -177,6 +206,9 @@ func (a *Assets) Prepare(r *Request, withBoundary bool) (*Prepared, error) {
 		return nil, &BadRequest{fmt.Errorf("chat template: %w", err)}
 	}
 	p := &Prepared{Prompt: prompt, IDs: a.encode(prompt), Reasoning: strings.Contains(tmpl.Source(), "<think>")}
+	if p.Plan, err = a.plan(r, tmpl.Source(), prompt); err != nil {
+		return nil, err
+	}
 	switch {
 	case !withBoundary:
 		p.BoundaryNote = "not rendered"

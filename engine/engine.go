@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/troupe-ai/troupe/gpu"
+	"github.com/troupe-ai/troupe/grammar"
 	"github.com/troupe-ai/troupe/kvcache"
 	"github.com/troupe-ai/troupe/model"
 	"github.com/troupe-ai/troupe/sample"
@@ -122,6 +123,11 @@ type seq struct {
 	admitted  bool
 	cached    int  // prompt tokens taken from the prefix cache at admission
 	boundary  bool // the history-boundary snapshot was taken
+	// The constraint's mask for the coming token (masked: there is one)
+	// and its refusal of the last token, if any.
+	mask     grammar.Mask
+	masked   bool
+	guideErr error
 }
 
 // Engine is continuous batching over one model and one KV pool. Each Step
@@ -573,7 +579,9 @@ func (e *Engine) Step() ([]Event, error) {
 		return nil, nil
 	}
 	began := e.opt.Now()
+	masks := e.startMasks()
 	logits, err := e.m.Forward(e.dev, e.pool, e.batch)
+	masks()
 	if err != nil {
 		return nil, err
 	}
@@ -615,8 +623,14 @@ func (e *Engine) Step() ([]Event, error) {
 		}
 		if len(s.generated) >= s.req.MaxTokens {
 			ev.Finish = FinishLength
+		} else if id := e.picked[i]; id < 0 || s.guideErr != nil {
+			// The constraint allows nothing more (its output is complete
+			// and no stop id may follow), or refused the token.
+			ev.Finish = FinishStop
+			if s.guideErr != nil {
+				ev.Finish, ev.Err = FinishError, fmt.Errorf("engine: constrained output: %w", s.guideErr)
+			}
 		} else {
-			id := e.picked[i]
 			if s.req.Logprobs {
 				e.lsm = grow(e.lsm, len(lg))
 				sample.LogSoftmax(e.lsm, lg)
@@ -647,6 +661,50 @@ func (e *Engine) Step() ([]Event, error) {
 	return e.events, nil
 }
 
+// startMasks computes, on another goroutine, the constraint masks of the
+// batch's sequences that sample this step, and returns the function that
+// waits for them: the forward pass runs meanwhile, so a mask costs a
+// constrained sequence nothing while it takes less than the pass.
+func (e *Engine) startMasks() (wait func()) {
+	var guided []*seq
+	for i, b := range e.batch {
+		if s := e.owners[i]; b.Logits != model.NoLogits && s.req.Constraint != nil && len(s.generated) < s.req.MaxTokens {
+			guided = append(guided, s)
+		}
+	}
+	if len(guided) == 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, s := range guided {
+			s.mask, s.masked = s.req.Constraint.Mask()
+		}
+	}()
+	return func() { <-done }
+}
+
+// sampleOne samples the next token of s from its logits row, under its
+// constraint's mask when it has one; -1 when the mask allows nothing.
+func sampleOne(s *seq, lg []float32) int32 {
+	c := s.req.Constraint
+	if c == nil {
+		return s.sampler.Sample(lg)
+	}
+	var id int32
+	if s.masked {
+		id = s.sampler.SampleAllowed(lg, s.mask)
+		s.masked = false
+	} else {
+		id = s.sampler.Sample(lg)
+	}
+	if id >= 0 {
+		s.guideErr = c.Accept(id)
+	}
+	return id
+}
+
 // sampleAll samples the next token of every batch entry that gets one into
 // e.picked. Each sequence has its own sampler, so with several they run in
 // parallel: a softmax over the vocabulary costs a few hundred microseconds,
@@ -669,7 +727,7 @@ func (e *Engine) sampleAll(logits []float32) {
 	workers := min(len(picks), runtime.GOMAXPROCS(0))
 	if workers <= 1 {
 		for _, p := range picks {
-			e.picked[p.i] = e.owners[p.i].sampler.Sample(p.lg)
+			e.picked[p.i] = sampleOne(e.owners[p.i], p.lg)
 		}
 		return
 	}
@@ -678,7 +736,7 @@ func (e *Engine) sampleAll(logits []float32) {
 		wg.Go(func() {
 			for j := w; j < len(picks); j += workers {
 				p := picks[j]
-				e.picked[p.i] = e.owners[p.i].sampler.Sample(p.lg)
+				e.picked[p.i] = sampleOne(e.owners[p.i], p.lg)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/troupe-ai/troupe/grammar"
 	"context"
 	"fmt"
 	"time"
@@ -44,6 +45,20 @@ type Request struct {
 	// the model's positions and the pool leave after the prompt, instead of
 	// refusing the request.
 	FitMaxTokens bool
+	// Constraint, when set, restricts the tokens generated (structured
+	// output): its mask is computed while the forward pass runs, applied
+	// before sampling, and the token chosen is passed to Accept. A step
+	// whose mask is empty ends the sequence (FinishStop, no token).
+	Constraint Constraint
+}
+
+// Constraint is a per-sequence token filter (grammar.Guide).
+type Constraint interface {
+	// Mask returns the tokens allowed next, or false when every token is
+	// (nothing to apply). The mask stays valid until Accept.
+	Mask() (grammar.Mask, bool)
+	// Accept takes the token chosen next.
+	Accept(id int32) error
 }
 
 // Result is what a Request produced.

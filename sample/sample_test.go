@@ -654,3 +654,58 @@ func TestLargeVocabFilters(t *testing.T) {
 		})
 	}
 }
+
+// TestSampleAllowed: under a mask only allowed ids come out, for every
+// filter; among them the draw follows the softmax of their logits alone;
+// an empty mask gives -1, and allowed logits that are all NaN or -Inf give
+// the first allowed id, never a refused one.
+func TestSampleAllowed(t *testing.T) {
+	const n = 130 // three mask words, the last partial
+	logits := randomLogits(n, 7, 3)
+	allowedIDs := []int{3, 70, 129}
+	for i := range logits {
+		if !slices.Contains(allowedIDs, i) {
+			logits[i] += 20 // refused tokens are far more likely
+		}
+	}
+	mask := make([]uint64, 3)
+	for _, id := range allowedIDs {
+		mask[id/64] |= 1 << (id % 64)
+	}
+	for _, p := range []Params{
+		{}, {Temperature: 1}, {Temperature: 0.7, TopK: 2}, {Temperature: 1, TopP: 0.9}, {Temperature: 1, MinP: 0.2},
+		{Temperature: 1, RepetitionPenalty: 1.5, PresencePenalty: 1}, {RepetitionPenalty: 1.3},
+	} {
+		s := New(seeded(p, 3), []int32{3})
+		for range 300 {
+			if id := s.SampleAllowed(logits, mask); !slices.Contains(allowedIDs, int(id)) {
+				t.Fatalf("%+v: sampled refused id %d", p, id)
+			}
+		}
+	}
+	// The distribution among allowed ids is their own softmax.
+	sub := []float32{logits[3], logits[70], logits[129]}
+	want := softmax64(sub, 1)
+	s := New(seeded(Params{Temperature: 1}, 9), nil)
+	h := map[int32]int{}
+	const draws = 20000
+	for range draws {
+		h[s.SampleAllowed(logits, mask)]++
+	}
+	for j, id := range allowedIDs {
+		got, p := float64(h[int32(id)])/draws, want[j]
+		if se := math.Sqrt(p * (1 - p) / draws); math.Abs(got-p) > 5*se+1e-12 {
+			t.Errorf("id %d: frequency %.4f, want %.4f", id, got, p)
+		}
+	}
+	if id := New(Params{}, nil).SampleAllowed(logits, make([]uint64, 3)); id != -1 {
+		t.Errorf("empty mask: got %d, want -1", id)
+	}
+	bad := slices.Clone(logits)
+	bad[3], bad[70], bad[129] = float32(math.NaN()), float32(math.Inf(-1)), float32(math.NaN())
+	for _, p := range []Params{{}, {Temperature: 1, TopK: 5}, {Temperature: 1, TopP: 0.5}} {
+		if id := New(p, nil).SampleAllowed(bad, mask); id != 3 {
+			t.Errorf("%+v, allowed logits NaN/-Inf: got %d, want 3", p, id)
+		}
+	}
+}

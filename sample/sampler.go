@@ -33,6 +33,7 @@ type Sampler struct {
 	ids []int32
 
 	buf  []float32 // working copy of the logits
+	mbuf []float32 // the logits under a mask (SampleAllowed)
 	w    []float32 // unnormalized probabilities exp((l-max)/T)
 	cand []int32   // top-k candidate token ids
 	keys []uint64  // top-p candidates, see packKey
@@ -111,6 +112,59 @@ func (s *Sampler) Accept(id int32) {
 // NaN) the result is token 0. Sample panics if logits is empty.
 func (s *Sampler) Sample(logits []float32) int32 {
 	id := s.pick(logits)
+	s.Accept(id)
+	return id
+}
+
+// SampleAllowed is Sample restricted to the token ids set in allowed, a
+// bitset (bit id%64 of word id/64; ids past its end are not allowed), as
+// structured output needs: the other logits are -Inf before the penalties,
+// temperature, top-k, top-p and min-p, so the filters and the draw see only
+// allowed tokens. It returns -1, recording nothing, when no id is allowed.
+func (s *Sampler) SampleAllowed(logits []float32, allowed []uint64) int32 {
+	n := len(logits)
+	buf := grow(&s.mbuf, n)
+	negInf := float32(math.Inf(-1))
+	first := -1
+	for w := 0; w*64 < n; w++ {
+		lo, hi := w*64, min(w*64+64, n)
+		var bits uint64
+		if w < len(allowed) {
+			bits = allowed[w]
+		}
+		switch {
+		case bits == 0:
+			for i := lo; i < hi; i++ {
+				buf[i] = negInf
+			}
+			continue
+		case bits == ^uint64(0):
+			copy(buf[lo:hi], logits[lo:hi])
+		default:
+			for i := lo; i < hi; i++ {
+				if bits&(1<<(i-lo)) != 0 {
+					buf[i] = logits[i]
+				} else {
+					buf[i] = negInf
+				}
+			}
+		}
+		if first < 0 {
+			for i := lo; i < hi; i++ {
+				if bits&(1<<(i-lo)) != 0 {
+					first = i
+					break
+				}
+			}
+		}
+	}
+	if first < 0 {
+		return -1
+	}
+	id := s.pick(buf)
+	if buf[id] == negInf || buf[id] != buf[id] {
+		id = int32(first) // every allowed logit was -Inf or NaN
+	}
 	s.Accept(id)
 	return id
 }

@@ -32,7 +32,8 @@
 // about the shape, and refused where it would: thinking signatures are a
 // digest of the thinking text, and any signature is accepted back;
 // budget_tokens is checked (>= 1024, < max_tokens) but not enforced;
-// tool_choice "any" and "tool" are accepted but the model decides;
+// tool_choice "any" and "tool" are enforced with a grammar of the
+// template's tool-call syntax (the arguments follow the tool's input_schema);
 // redacted_thinking blocks are dropped, and a tool_result's is_error is
 // checked but not shown to the model; image and document blocks, and
 // server tools, are refused with a 400 naming them. A final assistant

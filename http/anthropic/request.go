@@ -108,12 +108,15 @@ func toRequest(req *messagesRequest, requireMax bool) (*chat.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	none, err := toolChoice(req.ToolChoice, names)
+	mode, name, err := toolChoice(req.ToolChoice, names)
 	if err != nil {
 		return nil, err
 	}
-	if len(tools) > 0 && !none {
+	if len(tools) > 0 && mode != "none" {
 		r.Tools = tools
+		r.ToolChoice, r.ToolName, r.ToolParamsField = mode, name, "tools[%d].input_schema"
+	} else if mode == chat.ToolRequired || mode == chat.ToolNamed {
+		return nil, bad("tool_choice", "tool_choice forces a tool call, but there are no tools")
 	}
 	return r, nil
 }
@@ -537,33 +540,36 @@ func translateTools(raw json.RawMessage) ([]any, map[string]bool, error) {
 	return out, names, nil
 }
 
-// toolChoice validates tool_choice and reports whether it is "none" (the
-// tools are then not shown to the model). "any" and "tool" are accepted
-// but not enforced: the model decides whether it calls a tool.
-func toolChoice(raw json.RawMessage, names map[string]bool) (none bool, err error) {
+// toolChoice validates tool_choice and returns its mode: "none" (the tools
+// are then not shown to the model), chat.ToolAuto, chat.ToolRequired for
+// "any", chat.ToolNamed for "tool" with its name. "any" and "tool" are
+// enforced: the reply is tool calls.
+func toolChoice(raw json.RawMessage, names map[string]bool) (mode, name string, err error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return false, nil
+		return chat.ToolAuto, "", nil
 	}
 	var tc struct {
 		Type string `json:"type"`
 		Name string `json:"name"`
 	}
 	if err := json.Unmarshal(raw, &tc); err != nil {
-		return false, bad("tool_choice", "must be an object like {\"type\": \"auto\"}")
+		return "", "", bad("tool_choice", "must be an object like {\"type\": \"auto\"}")
 	}
 	switch tc.Type {
-	case "auto", "any":
+	case "auto":
+		return chat.ToolAuto, "", nil
+	case "any":
+		return chat.ToolRequired, "", nil
 	case "none":
-		return true, nil
+		return "none", "", nil
 	case "tool":
 		if tc.Name == "" {
-			return false, bad("tool_choice.name", "field required for type \"tool\"")
+			return "", "", bad("tool_choice.name", "field required for type \"tool\"")
 		}
 		if !names[tc.Name] {
-			return false, bad("tool_choice.name", "names no tool in tools: %q", tc.Name)
+			return "", "", bad("tool_choice.name", "names no tool in tools: %q", tc.Name)
 		}
-	default:
-		return false, bad("tool_choice.type", "must be \"auto\", \"any\", \"tool\" or \"none\", got %q", tc.Type)
+		return chat.ToolNamed, tc.Name, nil
 	}
-	return false, nil
+	return "", "", bad("tool_choice.type", "must be \"auto\", \"any\", \"tool\" or \"none\", got %q", tc.Type)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/troupe-ai/troupe/actors"
 	"github.com/troupe-ai/troupe/chat"
 	"github.com/troupe-ai/troupe/engine"
+	"github.com/troupe-ai/troupe/grammar"
 	"github.com/troupe-ai/troupe/templates"
 )
 
@@ -80,6 +81,7 @@ func Describe(err error, p Params) (status int, param, msg string) {
 		to  *actors.TimedOut
 		big *actors.TooLarge
 		cp  *chat.ContentParam
+		se  *grammar.SpecError
 	)
 	switch {
 	case errors.As(err, &un):
@@ -90,6 +92,8 @@ func Describe(err error, p Params) (status int, param, msg string) {
 		return fiber.StatusServiceUnavailable, "", err.Error()
 	case errors.As(err, &big):
 		return fiber.StatusRequestEntityTooLarge, p.Prompt, err.Error()
+	case errors.As(err, &se):
+		return fiber.StatusBadRequest, se.Field, err.Error()
 	case errors.As(err, &fe):
 		if fe.Status == 0 {
 			return fiber.StatusBadRequest, fe.Param, fe.Msg

@@ -7,6 +7,7 @@ import (
 
 	"github.com/troupe-ai/troupe/chat"
 	"github.com/troupe-ai/troupe/http/apierr"
+	"github.com/troupe-ai/troupe/http/structured"
 	"github.com/troupe-ai/troupe/http/turn"
 	"github.com/troupe-ai/troupe/sample"
 	"github.com/troupe-ai/troupe/templates"
@@ -35,6 +36,9 @@ type common struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 	IgnoreEOS bool `json:"ignore_eos"`
+	// Structured output: response_format and the vLLM and llama-server
+	// extensions.
+	structured.Fields
 }
 
 type chatRequest struct {
@@ -73,6 +77,11 @@ func (c *common) sampling(r *chat.Request, defaultMax int) error {
 	if r.MaxTokens < 1 || r.MaxTokens > maxTokensCap {
 		return bad("max_tokens", "max_tokens must be between 1 and %d, got %d", maxTokensCap, r.MaxTokens)
 	}
+	format, err := c.Fields.Spec()
+	if err != nil {
+		return err
+	}
+	r.Format = format
 	p := sample.Params{Temperature: 1}
 	var set sample.Fields // those the model's defaults must not replace
 	for _, f := range []struct {
@@ -191,12 +200,23 @@ func chatFromRequest(req *chatRequest) (*chat.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	none, err := toolChoice(req.ToolChoice, names)
+	mode, name, err := toolChoice(req.ToolChoice, names)
 	if err != nil {
 		return nil, err
 	}
-	if len(tools) > 0 && !none {
+	if len(tools) > 0 && mode != "none" {
 		r.Tools = tools
+		r.ToolChoice, r.ToolName = mode, name
+		for n, strict := range names {
+			if strict {
+				if r.StrictTools == nil {
+					r.StrictTools = map[string]bool{}
+				}
+				r.StrictTools[n] = true
+			}
+		}
+	} else if mode == chat.ToolRequired || mode == chat.ToolNamed {
+		return nil, bad("tool_choice", "tool_choice %q needs tools", req.ToolChoice)
 	}
 	if len(req.ChatTemplateKwargs) > 0 && string(req.ChatTemplateKwargs) != "null" {
 		kw, err := templates.DecodeJSON(req.ChatTemplateKwargs)
@@ -371,7 +391,8 @@ func show(v any) string {
 }
 
 // validateTools checks OpenAI function tools: objects of type "function"
-// with a function object naming it.
+// with a function object naming it. It returns the names, each mapped to
+// whether the tool is strict (its arguments must follow its schema).
 func validateTools(tools []any) (map[string]bool, error) {
 	names := map[string]bool{}
 	for i, t := range tools {
@@ -397,28 +418,41 @@ func validateTools(tools []any) (map[string]bool, error) {
 				return nil, bad(at+".function.parameters", "%s.function.parameters must be a JSON schema object", at)
 			}
 		}
-		names[name.(string)] = true
+		strict, _ := fd.Get("strict")
+		if strict != nil {
+			if _, ok := strict.(bool); !ok {
+				return nil, bad(at+".function.strict", "%s.function.strict must be a boolean", at)
+			}
+		}
+		if _, dup := names[name.(string)]; dup {
+			return nil, bad(at+".function.name", "%s.function.name %q names another tool too", at, name)
+		}
+		names[name.(string)] = strict == true
 	}
 	return names, nil
 }
 
 // toolChoice validates tool_choice ("none", "auto", "required" or
 // {"type": "function", "function": {"name": ...}} naming one of the tools)
-// and reports whether it is "none". "required" and a named function are
-// accepted but not enforced: the model decides whether it calls a tool.
-func toolChoice(raw json.RawMessage, names map[string]bool) (none bool, err error) {
+// and returns its mode ("none", chat.ToolAuto, chat.ToolRequired or
+// chat.ToolNamed with the name). "required" and a named function are
+// enforced: the reply is tool calls.
+func toolChoice(raw json.RawMessage, names map[string]bool) (mode, name string, err error) {
+	const want = "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}"
 	if len(raw) == 0 || string(raw) == "null" {
-		return false, nil
+		return chat.ToolAuto, "", nil
 	}
-	var mode string
-	if json.Unmarshal(raw, &mode) == nil {
-		switch mode {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		switch s {
 		case "none":
-			return true, nil
-		case "auto", "required":
-			return false, nil
+			return "none", "", nil
+		case "auto":
+			return chat.ToolAuto, "", nil
+		case "required":
+			return chat.ToolRequired, "", nil
 		}
-		return false, bad("tool_choice", "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}; got %q", mode)
+		return "", "", bad("tool_choice", want+"; got %q", s)
 	}
 	var named struct {
 		Type     string `json:"type"`
@@ -427,10 +461,10 @@ func toolChoice(raw json.RawMessage, names map[string]bool) (none bool, err erro
 		} `json:"function"`
 	}
 	if err := json.Unmarshal(raw, &named); err != nil || named.Type != "function" || named.Function == nil || named.Function.Name == "" {
-		return false, bad("tool_choice", "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}")
+		return "", "", bad("tool_choice", want)
 	}
-	if !names[named.Function.Name] {
-		return false, bad("tool_choice", "tool_choice names the function %q, which is not among the tools", named.Function.Name)
+	if _, ok := names[named.Function.Name]; !ok {
+		return "", "", bad("tool_choice", "tool_choice names the function %q, which is not among the tools", named.Function.Name)
 	}
-	return false, nil
+	return chat.ToolNamed, named.Function.Name, nil
 }

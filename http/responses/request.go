@@ -9,6 +9,7 @@ import (
 
 	"github.com/troupe-ai/troupe/chat"
 	"github.com/troupe-ai/troupe/http/apierr"
+	"github.com/troupe-ai/troupe/http/structured"
 	"github.com/troupe-ai/troupe/sample"
 	"github.com/troupe-ai/troupe/templates"
 )
@@ -38,9 +39,7 @@ type request struct {
 	Background         bool              `json:"background"`
 	PromptCacheKey     string            `json:"prompt_cache_key"`
 	Text               *struct {
-		Format *struct {
-			Type string `json:"type"`
-		} `json:"format"`
+		Format json.RawMessage `json:"format"`
 	} `json:"text"`
 }
 
@@ -138,8 +137,12 @@ func translate(req *request, prior, items []any) (*chat.Request, []any, error) {
 	if req.Background {
 		return nil, nil, bad("background", "background responses are not supported; omit background or set it to false")
 	}
-	if req.Text != nil && req.Text.Format != nil && req.Text.Format.Type != "" && req.Text.Format.Type != "text" {
-		return nil, nil, bad("text.format.type", "text.format type %q is not supported; only \"text\"", req.Text.Format.Type)
+	if req.Text != nil && len(req.Text.Format) > 0 && string(req.Text.Format) != "null" {
+		format, err := structured.TextFormat(req.Text.Format)
+		if err != nil {
+			return nil, nil, err
+		}
+		r.Format = format
 	}
 	if req.Truncation != nil && *req.Truncation != "disabled" && *req.Truncation != "auto" {
 		return nil, nil, bad("truncation", "truncation must be \"auto\" or \"disabled\", got %q", *req.Truncation)
@@ -158,12 +161,16 @@ func translate(req *request, prior, items []any) (*chat.Request, []any, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	choice, err := toolChoice(req.ToolChoice, tools)
+	choice, name, err := toolChoice(req.ToolChoice, tools)
 	if err != nil {
 		return nil, nil, err
 	}
 	if choice != "none" && len(tools) > 0 {
 		r.Tools = tools
+		r.ToolChoice, r.ToolName, r.ToolParamsField = choice, name, "tools[%d].parameters"
+		r.StrictTools = strictTools(req.Tools)
+	} else if choice == chat.ToolRequired || choice == chat.ToolNamed {
+		return nil, nil, bad("tool_choice", "tool_choice forces a tool call, but there are no tools")
 	}
 	input, err := inputMessages(items)
 	if err != nil {
@@ -240,35 +247,64 @@ func functionTools(raw json.RawMessage) ([]any, error) {
 	return out, nil
 }
 
-// toolChoice validates tool_choice and returns its mode ("auto" when
-// absent). "required" and a named function are accepted but not enforced:
-// the model decides, as with a template-rendered tool list.
-func toolChoice(raw json.RawMessage, tools []any) (string, error) {
+// toolChoice validates tool_choice and returns its mode: "none",
+// chat.ToolAuto (also when absent), chat.ToolRequired, or chat.ToolNamed
+// with the function's name. The last two are enforced: the reply is tool
+// calls.
+func toolChoice(raw json.RawMessage, tools []any) (mode, name string, err error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return "auto", nil
+		return chat.ToolAuto, "", nil
 	}
-	var mode string
-	if json.Unmarshal(raw, &mode) == nil {
-		switch mode {
-		case "auto", "none", "required":
-			return mode, nil
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		switch s {
+		case "auto":
+			return chat.ToolAuto, "", nil
+		case "none":
+			return "none", "", nil
+		case "required":
+			return chat.ToolRequired, "", nil
 		}
-		return "", bad("tool_choice", "tool_choice must be \"auto\", \"none\", \"required\" or a function; got %q", mode)
+		return "", "", bad("tool_choice", "tool_choice must be \"auto\", \"none\", \"required\" or a function; got %q", s)
 	}
 	var named struct {
 		Type string `json:"type"`
 		Name string `json:"name"`
 	}
 	if err := json.Unmarshal(raw, &named); err != nil || named.Type != "function" || named.Name == "" {
-		return "", bad("tool_choice", "tool_choice must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"name\": ...}")
+		return "", "", bad("tool_choice", "tool_choice must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"name\": ...}")
 	}
 	for _, t := range tools {
 		fn, _ := t.(*templates.Dict).Get("function")
 		if n, _ := fn.(*templates.Dict).Get("name"); n == named.Name {
-			return "function", nil
+			return chat.ToolNamed, named.Name, nil
 		}
 	}
-	return "", bad("tool_choice", "tool_choice names %q, which is not among the tools", named.Name)
+	return "", "", bad("tool_choice", "tool_choice names %q, which is not among the tools", named.Name)
+}
+
+// strictTools names the function tools declared "strict": true (the
+// Responses API's default is true; here a schema is enforced on calls the
+// model opens only when the request says so, and always when tool_choice
+// forces the call).
+func strictTools(raw json.RawMessage) map[string]bool {
+	var list []struct {
+		Name   string `json:"name"`
+		Strict *bool  `json:"strict"`
+	}
+	if json.Unmarshal(raw, &list) != nil {
+		return nil
+	}
+	var out map[string]bool
+	for _, t := range list {
+		if t.Strict != nil && *t.Strict {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[t.Name] = true
+		}
+	}
+	return out
 }
 
 func message(role string, content any) *templates.Dict {

@@ -566,6 +566,10 @@ func (b *builder) object(status string, output []fiber.Map) fiber.Map {
 			reasoning["summary"] = *req.Reasoning.Summary
 		}
 	}
+	format := any(fiber.Map{"type": "text"})
+	if req.Text != nil && len(req.Text.Format) > 0 && string(req.Text.Format) != "null" {
+		format = req.Text.Format
+	}
 	truncation := "disabled"
 	if req.Truncation != nil {
 		truncation = *req.Truncation
@@ -580,7 +584,7 @@ func (b *builder) object(status string, output []fiber.Map) fiber.Map {
 		"error": nil, "incomplete_details": nil, "instructions": instructions, "max_output_tokens": maxOut,
 		"model": b.api.rt.Name(), "output": output, "parallel_tool_calls": parallel, "previous_response_id": prev,
 		"reasoning": reasoning, "store": store, "temperature": temperature, "top_p": topP,
-		"text": fiber.Map{"format": fiber.Map{"type": "text"}}, "tool_choice": toolChoice, "tools": tools,
+		"text": fiber.Map{"format": format}, "tool_choice": toolChoice, "tools": tools,
 		"truncation": truncation, "usage": nil, "user": user, "metadata": metadata, "top_logprobs": req.TopLogprobs,
 	}
 	switch status {
