@@ -1,9 +1,9 @@
 package engine
 
 import (
-	"github.com/troupe-ai/troupe/grammar"
 	"context"
 	"fmt"
+	"github.com/troupe-ai/troupe/grammar"
 	"time"
 
 	"github.com/troupe-ai/troupe/gpu"
