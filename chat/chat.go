@@ -56,6 +56,9 @@ type Request struct {
 	// last two force the reply to be tool calls in the template's syntax,
 	// their arguments following each tool's parameters schema.
 	ToolChoice, ToolName string
+	// OneToolCall limits a forced reply to one call (parallel_tool_calls
+	// false, Anthropic's disable_parallel_tool_use).
+	OneToolCall bool
 	// StrictTools are the tools declared strict: with ToolAuto, a call the
 	// model opens follows their schema.
 	StrictTools map[string]bool

@@ -193,7 +193,7 @@ func (a *Assets) toolCalls(r *Request, syn toolSyntax, named bool) (*grammar.Spe
 		return nil, err
 	}
 	one := grammar.Spec{Seq: []grammar.Spec{{Text: "<tool_call>"}, *body}}
-	if named {
+	if named || r.OneToolCall {
 		return &one, nil
 	}
 	return &grammar.Spec{Plus: []grammar.Spec{one, {Text: "\n"}}}, nil

@@ -108,13 +108,14 @@ func toRequest(req *messagesRequest, requireMax bool) (*chat.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	mode, name, err := toolChoice(req.ToolChoice, names)
+	mode, name, one, err := toolChoice(req.ToolChoice, names)
 	if err != nil {
 		return nil, err
 	}
 	if len(tools) > 0 && mode != "none" {
 		r.Tools = tools
 		r.ToolChoice, r.ToolName, r.ToolParamsField = mode, name, "tools[%d].input_schema"
+		r.OneToolCall = one
 	} else if mode == chat.ToolRequired || mode == chat.ToolNamed {
 		return nil, bad("tool_choice", "tool_choice forces a tool call, but there are no tools")
 	}
@@ -544,32 +545,33 @@ func translateTools(raw json.RawMessage) ([]any, map[string]bool, error) {
 // are then not shown to the model), chat.ToolAuto, chat.ToolRequired for
 // "any", chat.ToolNamed for "tool" with its name. "any" and "tool" are
 // enforced: the reply is tool calls.
-func toolChoice(raw json.RawMessage, names map[string]bool) (mode, name string, err error) {
+func toolChoice(raw json.RawMessage, names map[string]bool) (mode, name string, one bool, err error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return chat.ToolAuto, "", nil
+		return chat.ToolAuto, "", false, nil
 	}
 	var tc struct {
-		Type string `json:"type"`
-		Name string `json:"name"`
+		Type            string `json:"type"`
+		Name            string `json:"name"`
+		DisableParallel bool   `json:"disable_parallel_tool_use"`
 	}
 	if err := json.Unmarshal(raw, &tc); err != nil {
-		return "", "", bad("tool_choice", "must be an object like {\"type\": \"auto\"}")
+		return "", "", false, bad("tool_choice", "must be an object like {\"type\": \"auto\"}")
 	}
 	switch tc.Type {
 	case "auto":
-		return chat.ToolAuto, "", nil
+		return chat.ToolAuto, "", tc.DisableParallel, nil
 	case "any":
-		return chat.ToolRequired, "", nil
+		return chat.ToolRequired, "", tc.DisableParallel, nil
 	case "none":
-		return "none", "", nil
+		return "none", "", false, nil
 	case "tool":
 		if tc.Name == "" {
-			return "", "", bad("tool_choice.name", "field required for type \"tool\"")
+			return "", "", false, bad("tool_choice.name", "field required for type \"tool\"")
 		}
 		if !names[tc.Name] {
-			return "", "", bad("tool_choice.name", "names no tool in tools: %q", tc.Name)
+			return "", "", false, bad("tool_choice.name", "names no tool in tools: %q", tc.Name)
 		}
-		return chat.ToolNamed, tc.Name, nil
+		return chat.ToolNamed, tc.Name, true, nil
 	}
-	return "", "", bad("tool_choice.type", "must be \"auto\", \"any\", \"tool\" or \"none\", got %q", tc.Type)
+	return "", "", false, bad("tool_choice.type", "must be \"auto\", \"any\", \"tool\" or \"none\", got %q", tc.Type)
 }

@@ -49,6 +49,7 @@ type chatRequest struct {
 	TopLogprobs         *int            `json:"top_logprobs"`
 	Tools               json.RawMessage `json:"tools"`
 	ToolChoice          json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
 	ChatTemplateKwargs  json.RawMessage `json:"chat_template_kwargs"`
 	PromptCacheKey      string          `json:"prompt_cache_key"`
 }
@@ -207,6 +208,7 @@ func chatFromRequest(req *chatRequest) (*chat.Request, error) {
 	if len(tools) > 0 && mode != "none" {
 		r.Tools = tools
 		r.ToolChoice, r.ToolName = mode, name
+		r.OneToolCall = req.ParallelToolCalls != nil && !*req.ParallelToolCalls
 		for n, strict := range names {
 			if strict {
 				if r.StrictTools == nil {

@@ -169,6 +169,7 @@ func translate(req *request, prior, items []any) (*chat.Request, []any, error) {
 		r.Tools = tools
 		r.ToolChoice, r.ToolName, r.ToolParamsField = choice, name, "tools[%d].parameters"
 		r.StrictTools = strictTools(req.Tools)
+		r.OneToolCall = req.ParallelToolCalls != nil && !*req.ParallelToolCalls
 	} else if choice == chat.ToolRequired || choice == chat.ToolNamed {
 		return nil, nil, bad("tool_choice", "tool_choice forces a tool call, but there are no tools")
 	}
