@@ -534,10 +534,17 @@ func (c *schemaCompiler) compileString(s *object, ptr string) (Sym, error) {
 		if !ok {
 			return Sym{}, c.fail(ptr, "format", "must be a string")
 		}
-		if !knownFormat(name) {
-			// Validators that assert formats refuse what they cannot
-			// check; a grammar that ignored the format would be looser.
+		switch {
+		case knownFormat(name):
+		case standardFormat(name):
+			// Validators that assert formats check this one; a grammar
+			// that ignored it would be looser.
 			return Sym{}, c.fail(ptr, "format", "format %q is not supported", name)
+		default:
+			// A format no specification defines ("int32", "url",
+			// "topic") is an annotation: validators ignore it, and so does
+			// the grammar.
+			hasFormat = false
 		}
 	}
 	limited := (hasMin && minLen > 0) || hasMax
@@ -575,6 +582,16 @@ func (c *schemaCompiler) compileString(s *object, ptr string) (Sym, error) {
 var formats = []string{"date", "time", "date-time", "uuid", "email", "ipv4", "ipv6", "hostname", "uri"}
 
 func knownFormat(name string) bool { return slices.Contains(formats, name) }
+
+// standardFormats are the formats JSON Schema's specifications define
+// (drafts 4 to 2020-12), which validators that assert formats check.
+var standardFormats = []string{"date", "time", "date-time", "duration", "email", "idn-email", "hostname",
+	"idn-hostname", "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template",
+	"json-pointer", "relative-json-pointer", "regex", "host-name", "ip-address", "color", "style", "phone", "utc-millisec"}
+
+// standardFormat reports whether a specification defines the format (so
+// it may not be ignored).
+func standardFormat(name string) bool { return slices.Contains(standardFormats, name) }
 
 // count reads a non-negative integer keyword.
 func (c *schemaCompiler) count(s *object, kw, ptr string) (int, bool, error) {
