@@ -975,8 +975,9 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 
 // keyExcept is a JSON string (quotes included) that is none of names: a
 // walk of the names' trie that leaves it on any other character, and may
-// close the string anywhere but at the end of a name. Escapes leave the
-// trie too (a name spelled with escapes is not recognized as the name).
+// close the string anywhere but at the end of a name. A name's character
+// written as a \u escape follows the trie as the raw one does, so a name
+// spelled with escapes is still that name (a decoder reads it so).
 func (c *schemaCompiler) keyExcept(names []string) (Sym, error) {
 	if len(names) == 0 {
 		return c.anyString(), nil
@@ -1012,18 +1013,17 @@ func (c *schemaCompiler) keyExcept(names []string) (Sym, error) {
 		}
 		slices.Sort(runes)
 		for _, r := range runes {
-			// The character itself, unescaped: stay in the trie.
-			lit := c.rawChar(r)
-			c.b.Alt(nt, append(lit, build(n.next[r]))...)
+			// The character, raw or as a \u escape: stay in the trie
+			// (a decoder reads both as the name's character).
+			child := build(n.next[r])
+			c.b.Alt(nt, append(c.rawChar(r), child)...)
+			if esc, ok := c.escapedChar(r); ok {
+				c.b.Alt(nt, esc, child)
+			}
 			others = others.Minus(Chars(r))
 		}
-		// Any other character (and any escape): leave the trie.
+		// Any other character: leave the trie.
 		c.b.Alt(nt, c.b.JSONChar(others), free)
-		for _, r := range runes {
-			if esc, ok := c.escapedChar(r); ok {
-				c.b.Alt(nt, esc, free)
-			}
-		}
 		return N(nt)
 	}
 	return c.b.Seq("key", B('"'), build(root)), nil

@@ -48,6 +48,8 @@ func TestSchema(t *testing.T) {
 		{"double negation", `{"not":{"not":{"type":"boolean"}}}`, []string{`true`}, []string{`1`}},
 		{"pattern, unanchored", `{"type":"string","pattern":"[0-9]{3}"}`, []string{`"a123b"`, `"123"`}, []string{`"12a3"`}},
 		{"date format", `{"type":"string","format":"date"}`, []string{`"2024-02-29"`}, []string{`"2024-13-01"`}},
+		{"a declared key spelled with escapes is still the declared key", `{"type":"object","properties":{"ab":{"type":"integer"}}}`,
+			[]string{`{"\u0061b":1}`, `{"a\u0062":1}`, `{"b":"x"}`, `{"\u0061":"x"}`, `{"abc":"x"}`}, []string{`{"\u0061b":"x"}`, `{"a\u0062":"x"}`, `{"\u0061\u0062":[]}`}},
 		{"a format no specification defines is an annotation", `{"type":"string","format":"int32","maxLength":3}`, []string{`"abc"`, `""`}, []string{`"abcd"`, `3`}},
 		{"nullable", `{"type":"string","nullable":true}`, []string{`"x"`, `null`}, []string{`1`}},
 	} {
