@@ -136,6 +136,7 @@ var understood = map[string]bool{
 	"type": true, "enum": true, "const": true, "anyOf": true, "oneOf": true, "allOf": true, "$ref": true,
 	"properties": true, "required": true, "additionalProperties": true, "items": true, "prefixItems": true,
 	"minItems": true, "maxItems": true, "minLength": true, "maxLength": true, "pattern": true, "format": true,
+	"patternProperties": true,
 	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true, "nullable": true,
 	"minProperties": true, "maxProperties": true, "multipleOf": true, "uniqueItems": true,
 }
@@ -145,7 +146,7 @@ var understood = map[string]bool{
 var unsupported = map[string]string{
 	"if": "conditionals", "then": "conditionals", "else": "conditionals",
 	"dependentRequired": "dependencies", "dependentSchemas": "dependencies", "dependencies": "dependencies",
-	"patternProperties": "pattern properties", "propertyNames": "property name schemas",
+	"propertyNames": "property name schemas",
 	"contains": "contains", "minContains": "contains", "maxContains": "contains",
 	"unevaluatedProperties": "unevaluated properties", "unevaluatedItems": "unevaluated items",
 	"$dynamicRef": "dynamic references", "$recursiveRef": "recursive references",
@@ -882,10 +883,49 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 		sym      Sym
 		required bool
 	}
+	// patternProperties: the patterns, in order, and their schemas.
+	var patterns []string
+	var patternSchemas []any
+	if pp, ok := s.get("patternProperties"); ok {
+		po, ok := pp.(*object)
+		if !ok {
+			return Sym{}, c.fail(ptr, "patternProperties", "must be an object")
+		}
+		for _, k := range po.keys {
+			patterns = append(patterns, k)
+			patternSchemas = append(patternSchemas, po.vals[k])
+		}
+	}
+	// withPatterns is schema v of a key that matches the patterns in (by
+	// index): every schema applies.
+	withPatterns := func(v any, in []int, at string) (any, error) {
+		for _, i := range in {
+			if v == nil {
+				v = patternSchemas[i]
+				continue
+			}
+			m, err := c.merge(v, patternSchemas[i], at, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			v = m
+		}
+		return v, nil
+	}
 	var members []member
 	for _, k := range props.keys {
 		req := slices.Contains(required, k)
-		sym, err := c.compile(props.vals[k], ptr+"/properties/"+escapePointer(k), depth+1)
+		schema := props.vals[k]
+		if len(patterns) > 0 {
+			in, err := patternsMatching(patterns, k)
+			if err != nil {
+				return Sym{}, c.fail(ptr, "patternProperties", "%v", err)
+			}
+			if schema, err = withPatterns(schema, in, ptr+"/properties/"+escapePointer(k)); err != nil {
+				return Sym{}, err
+			}
+		}
+		sym, err := c.compile(schema, ptr+"/properties/"+escapePointer(k), depth+1)
 		var se *SchemaError
 		if errors.As(err, &se) && strings.Contains(se.Msg, "allows no value") {
 			if req {
@@ -918,14 +958,47 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 		if err != nil {
 			return Sym{}, err
 		}
-		if extraOK || n < len(members) {
+		if extraOK || len(patterns) > 0 || n < len(members) {
 			return Sym{}, c.fail(ptr, "maxProperties", "not supported unless every declared property fits and no other is allowed")
 		}
 	}
 	// Additional members: keys that are not declared (the declared ones
 	// are taken by their own schemas), anywhere among the declared ones.
 	var extraMember Sym
-	if extraOK {
+	switch {
+	case len(patterns) > 0:
+		regions, err := c.keyRegions(patterns, props.keys, ptr)
+		if err != nil {
+			return Sym{}, err
+		}
+		var alts [][]Sym
+		for _, r := range regions {
+			val := extraSym
+			if len(r.patterns) == 0 {
+				if !extraOK {
+					continue
+				}
+			} else {
+				schema, err := withPatterns(nil, r.patterns, ptr+"/patternProperties")
+				if err != nil {
+					return Sym{}, err
+				}
+				val, err = c.compile(schema, ptr+"/patternProperties/"+escapePointer(patterns[r.patterns[0]]), depth+1)
+				var se *SchemaError
+				if errors.As(err, &se) && strings.Contains(se.Msg, "allows no value") {
+					continue // such keys must not appear
+				}
+				if err != nil {
+					return Sym{}, err
+				}
+			}
+			alts = append(alts, []Sym{r.key, B(':'), val})
+		}
+		extraOK = len(alts) > 0
+		if extraOK {
+			extraMember = c.b.Choice("pattern property", alts...)
+		}
+	case extraOK:
 		key, err := c.keyExcept(props.keys)
 		if err != nil {
 			return Sym{}, err

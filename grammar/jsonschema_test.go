@@ -50,6 +50,16 @@ func TestSchema(t *testing.T) {
 		{"date format", `{"type":"string","format":"date"}`, []string{`"2024-02-29"`}, []string{`"2024-13-01"`}},
 		{"a declared key spelled with escapes is still the declared key", `{"type":"object","properties":{"ab":{"type":"integer"}}}`,
 			[]string{`{"\u0061b":1}`, `{"a\u0062":1}`, `{"b":"x"}`, `{"\u0061":"x"}`, `{"abc":"x"}`}, []string{`{"\u0061b":"x"}`, `{"a\u0062":"x"}`, `{"\u0061\u0062":[]}`}},
+		{"pattern properties, closed", `{"type":"object","patternProperties":{"^x_":{"type":"integer"}},"additionalProperties":false}`,
+			[]string{`{}`, `{"x_a":1}`, `{"x_a":1,"x_b":2}`, `{"\u0078_a":1}`}, []string{`{"x_a":"s"}`, `{"y":1}`, `{"\u0078_a":"s"}`, `{"x":1}`}},
+		{"pattern properties with declared and additional ones", `{"type":"object","properties":{"x_id":{"type":"string"}},"patternProperties":{"^x_":{"type":"integer"}},"additionalProperties":{"type":"string"}}`,
+			[]string{`{"y":"s","x_n":3}`, `{}`}, []string{`{"y":1}`, `{"x_n":"s"}`, `{"x_id":"s"}`, `{"x_id":1}`}},
+		{"keys matching two patterns follow both", `{"type":"object","patternProperties":{"a":{"type":"integer","minimum":0},"b":{"type":"integer","maximum":10}}}`,
+			[]string{`{"ab":5}`, `{"a":11}`, `{"b":-1}`, `{"c":"x"}`}, []string{`{"ab":11}`, `{"ba":-1}`, `{"a":-1}`, `{"b":11}`, `{"a":"x"}`}},
+		{"a pattern of any characters", `{"type":"object","patternProperties":{"^.+$":{"type":"string"}}}`,
+			[]string{`{"B":"x"}`, `{"":1}`}, []string{`{"B":1}`, `{"BUILD_NUMBER":123}`}},
+		{"an unanchored pattern", `{"type":"object","patternProperties":{"[0-9]":{"type":"integer"}}}`,
+			[]string{`{"k1":1}`, `{"k":"x"}`, `{"1k":2}`}, []string{`{"k1":"x"}`, `{"9":"x"}`}},
 		{"a format no specification defines is an annotation", `{"type":"string","format":"int32","maxLength":3}`, []string{`"abc"`, `""`}, []string{`"abcd"`, `3`}},
 		{"nullable", `{"type":"string","nullable":true}`, []string{`"x"`, `null`}, []string{`1`}},
 	} {
@@ -82,7 +92,8 @@ func TestSchemaErrors(t *testing.T) {
 		{`{"$ref":"http://example.com/s.json"}`, "", "$ref"},
 		{`{"$defs":{"a":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}`, "", "$ref"},
 		{`{"type":"frog"}`, "", "type"},
-		{`{"type":"object","patternProperties":{"^x":{}}}`, "", "patternProperties"},
+		{`{"type":"object","patternProperties":{"\\bx":{}}}`, "", "patternProperties"},
+		{`{"allOf":[{"patternProperties":{"^x":{}}},{"properties":{"a":{}}}]}`, "", "patternProperties"},
 		{`{"not":{"enum":[1]}}`, "/not", ""},
 	} {
 		_, err := CompileSchema([]byte(tc.schema))

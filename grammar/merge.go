@@ -82,6 +82,13 @@ func (c *schemaCompiler) merge(a, b any, ptr string, depth int) (*object, error)
 	if err != nil {
 		return nil, err
 	}
+	// A key's schema under patternProperties depends on the patterns it
+	// matches, which the properties merge below does not follow.
+	_, xPat := x.get("patternProperties")
+	_, yPat := y.get("patternProperties")
+	if (xPat && objectKeywords(y)) || (yPat && objectKeywords(x)) {
+		return nil, c.fail(ptr, "patternProperties", "cannot be merged with other object keywords (allOf)")
+	}
 	out := &object{vals: map[string]any{}}
 	set := func(k string, v any) {
 		if _, ok := out.vals[k]; !ok {
@@ -300,3 +307,13 @@ func intersectTypes(a, b any) ([]any, error) {
 }
 
 var errTypeList = errors.New("must be a string or an array of strings")
+
+// objectKeywords reports whether s says which keys an object may have.
+func objectKeywords(s *object) bool {
+	for _, k := range []string{"properties", "additionalProperties", "patternProperties"} {
+		if _, ok := s.get(k); ok {
+			return true
+		}
+	}
+	return false
+}

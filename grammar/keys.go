@@ -1,0 +1,437 @@
+package grammar
+
+import (
+	"fmt"
+	"regexp/syntax"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// Object keys under patternProperties. A key's schema depends on which of
+// the patterns it matches (JSON Schema's search semantics: the pattern
+// occurs somewhere in the key) and whether it is a declared property: a
+// key that matches patterns P and Q follows both their schemas, one that
+// matches none follows additionalProperties. The keys of each such region
+// are a regular language, an intersection of pattern languages and of
+// their complements, which a grammar of alternatives cannot express but a
+// deterministic automaton can: each pattern is compiled to a DFA over
+// characters, the DFAs run in product with the trie of the declared names,
+// and every region becomes a right-linear grammar over the product's
+// states (each transition a JSONChar, so a key may be written raw or with
+// escapes and still means its decoded characters).
+
+// maxKeyStates bounds the states of a pattern's DFA and of the product.
+const maxKeyStates = 4096
+
+// keyDFA is a pattern's deterministic automaton over character classes.
+type keyDFA struct {
+	next   [][]int32 // next[state][class]
+	accept []bool
+}
+
+// keyAlphabet partitions the characters (surrogates excluded) into classes
+// that every pattern and every declared name treats alike.
+type keyAlphabet struct {
+	classes []RuneRange
+}
+
+func (a *keyAlphabet) class(r rune) int {
+	i, _ := slices.BinarySearchFunc(a.classes, r, func(c RuneRange, r rune) int {
+		switch {
+		case c.Hi < r:
+			return -1
+		case c.Lo > r:
+			return 1
+		}
+		return 0
+	})
+	return i
+}
+
+// patternProg parses an ECMA-262 pattern with search semantics (any
+// characters around it) into a program over runes.
+func patternProg(pattern string) (*syntax.Prog, error) {
+	goPat, err := ecmaToGo(pattern)
+	if err != nil {
+		return nil, err
+	}
+	re, err := syntax.Parse(`(?s:.)*(?:`+goPat+`)(?s:.)*`, syntax.Perl)
+	if err != nil {
+		return nil, err
+	}
+	return syntax.Compile(re.Simplify())
+}
+
+// boundaries adds to set the points where prog's character tests change.
+func boundaries(prog *syntax.Prog, set map[rune]bool) {
+	for _, in := range prog.Inst {
+		switch in.Op {
+		case syntax.InstRune:
+			if len(in.Rune) == 1 && syntax.Flags(in.Arg)&syntax.FoldCase != 0 {
+				for r := unicode.SimpleFold(in.Rune[0]); ; r = unicode.SimpleFold(r) {
+					set[r], set[r+1] = true, true
+					if r == in.Rune[0] {
+						break
+					}
+				}
+				continue
+			}
+			for i := 0; i+1 < len(in.Rune); i += 2 {
+				set[in.Rune[i]], set[in.Rune[i+1]+1] = true, true
+			}
+			if len(in.Rune) == 1 {
+				set[in.Rune[0]], set[in.Rune[0]+1] = true, true
+			}
+		case syntax.InstRune1:
+			set[in.Rune[0]], set[in.Rune[0]+1] = true, true
+		case syntax.InstRuneAnyNotNL:
+			set['\n'], set['\n'+1] = true, true
+		}
+	}
+}
+
+func newKeyAlphabet(points map[rune]bool) *keyAlphabet {
+	points[0], points[0xD800], points[0xE000] = true, true, true
+	var cuts []rune
+	for p := range points {
+		if p >= 0 && p <= unicode.MaxRune {
+			cuts = append(cuts, p)
+		}
+	}
+	slices.Sort(cuts)
+	a := &keyAlphabet{}
+	for i, lo := range cuts {
+		hi := rune(unicode.MaxRune)
+		if i+1 < len(cuts) {
+			hi = cuts[i+1] - 1
+		}
+		if lo >= 0xD800 && lo <= 0xDFFF {
+			continue // surrogates are not characters
+		}
+		a.classes = append(a.classes, RuneRange{lo, hi})
+	}
+	return a
+}
+
+// buildKeyDFA determinizes prog over the alphabet's classes. Anchors ^
+// and $ hold only at the key's start and end; word boundaries are not
+// supported.
+func buildKeyDFA(prog *syntax.Prog, a *keyAlphabet) (*keyDFA, error) {
+	var unsupported error
+	closure := func(pcs []uint32, atStart, atEnd bool) []uint32 {
+		seen := map[uint32]bool{}
+		var out []uint32
+		stack := slices.Clone(pcs)
+		for len(stack) > 0 {
+			pc := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if seen[pc] {
+				continue
+			}
+			seen[pc] = true
+			in := &prog.Inst[pc]
+			switch in.Op {
+			case syntax.InstAlt, syntax.InstAltMatch:
+				stack = append(stack, in.Out, in.Arg)
+			case syntax.InstCapture, syntax.InstNop:
+				stack = append(stack, in.Out)
+			case syntax.InstEmptyWidth:
+				op := syntax.EmptyOp(in.Arg)
+				if op&(syntax.EmptyWordBoundary|syntax.EmptyNoWordBoundary) != 0 {
+					unsupported = fmt.Errorf("word boundaries are not supported in property patterns")
+					continue
+				}
+				if op&(syntax.EmptyBeginText|syntax.EmptyBeginLine) != 0 && !atStart {
+					continue
+				}
+				if op&(syntax.EmptyEndText|syntax.EmptyEndLine) != 0 && !atEnd {
+					// Kept in the set: it holds if the key ends here,
+					// which the acceptance test closes over.
+					out = append(out, pc)
+					continue
+				}
+				stack = append(stack, in.Out)
+			case syntax.InstFail:
+			default:
+				out = append(out, pc)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	matches := func(pcs []uint32) bool {
+		for _, pc := range pcs {
+			if prog.Inst[pc].Op == syntax.InstMatch {
+				return true
+			}
+		}
+		return false
+	}
+	type state struct {
+		pcs     []uint32
+		atStart bool
+	}
+	key := func(s state) string {
+		var sb strings.Builder
+		if s.atStart {
+			sb.WriteByte('^')
+		}
+		for _, pc := range s.pcs {
+			sb.WriteString(strconv.Itoa(int(pc)))
+			sb.WriteByte(',')
+		}
+		return sb.String()
+	}
+	d := &keyDFA{}
+	index := map[string]int32{}
+	var states []state
+	add := func(s state) int32 {
+		k := key(s)
+		if i, ok := index[k]; ok {
+			return i
+		}
+		i := int32(len(states))
+		index[k] = i
+		states = append(states, s)
+		return i
+	}
+	add(state{pcs: closure([]uint32{uint32(prog.Start)}, true, false), atStart: true})
+	for i := 0; i < len(states); i++ {
+		if len(states) > maxKeyStates {
+			return nil, fmt.Errorf("a property pattern's automaton has more than %d states", maxKeyStates)
+		}
+		s := states[i]
+		d.accept = append(d.accept, matches(closure(s.pcs, s.atStart, true)))
+		row := make([]int32, len(a.classes))
+		for ci, cl := range a.classes {
+			var next []uint32
+			for _, pc := range s.pcs {
+				in := &prog.Inst[pc]
+				if consumes(in, cl.Lo) {
+					next = append(next, in.Out)
+				}
+			}
+			row[ci] = add(state{pcs: closure(next, false, false)})
+		}
+		d.next = append(d.next, row)
+	}
+	if unsupported != nil {
+		return nil, unsupported
+	}
+	return d, nil
+}
+
+// keyRegions compiles the keys of an object with patternProperties: for
+// every set of patterns a key can match (by index into patterns), the
+// grammar of those keys (quotes included) that are none of names. The
+// empty set's keys are the additional ones.
+type keyRegion struct {
+	patterns []int
+	key      Sym
+}
+
+func (c *schemaCompiler) keyRegions(patterns []string, names []string, ptr string) ([]keyRegion, error) {
+	points := map[rune]bool{}
+	progs := make([]*syntax.Prog, len(patterns))
+	for i, p := range patterns {
+		prog, err := patternProg(p)
+		if err != nil {
+			return nil, c.fail(ptr, "patternProperties", "pattern %q: %v", p, err)
+		}
+		progs[i] = prog
+		boundaries(prog, points)
+	}
+	// The declared names' trie.
+	type node struct {
+		next map[rune]int
+		end  bool
+	}
+	trie := []node{{next: map[rune]int{}}}
+	for _, n := range names {
+		cur := 0
+		for _, r := range n {
+			points[r], points[r+1] = true, true
+			nx, ok := trie[cur].next[r]
+			if !ok {
+				nx = len(trie)
+				trie = append(trie, node{next: map[rune]int{}})
+				trie[cur].next[r] = nx
+			}
+			cur = nx
+		}
+		trie[cur].end = true
+	}
+	alpha := newKeyAlphabet(points)
+	dfas := make([]*keyDFA, len(progs))
+	for i, prog := range progs {
+		d, err := buildKeyDFA(prog, alpha)
+		if err != nil {
+			return nil, c.fail(ptr, "patternProperties", "pattern %q: %v", patterns[i], err)
+		}
+		dfas[i] = d
+	}
+	// The product: one state per DFA, plus the trie node (-1: off the
+	// trie).
+	k := len(dfas)
+	type pstate []int32 // k DFA states, then the trie node
+	pkey := func(s pstate) string {
+		var sb strings.Builder
+		for _, v := range s {
+			sb.WriteString(strconv.Itoa(int(v)))
+			sb.WriteByte(',')
+		}
+		return sb.String()
+	}
+	index := map[string]int{}
+	var states []pstate
+	add := func(s pstate) int {
+		key := pkey(s)
+		if i, ok := index[key]; ok {
+			return i
+		}
+		index[key] = len(states)
+		states = append(states, s)
+		return len(states) - 1
+	}
+	add(make(pstate, k+1))
+	var next [][]int
+	for i := 0; i < len(states); i++ {
+		if len(states) > maxKeyStates {
+			return nil, c.fail(ptr, "patternProperties", "the property patterns' product has more than %d states", maxKeyStates)
+		}
+		s := states[i]
+		row := make([]int, len(alpha.classes))
+		for ci, cl := range alpha.classes {
+			t := make(pstate, k+1)
+			for j, d := range dfas {
+				t[j] = d.next[s[j]][ci]
+			}
+			t[k] = -1
+			if n := s[k]; n >= 0 && cl.Lo == cl.Hi {
+				if nx, ok := trie[n].next[cl.Lo]; ok {
+					t[k] = int32(nx)
+				}
+			}
+			row[ci] = add(t)
+		}
+		next = append(next, row)
+	}
+	// The region of a final state: the patterns it matches; a declared
+	// name is no region's.
+	region := func(s pstate) (string, []int, bool) {
+		if n := s[k]; n >= 0 && trie[n].end {
+			return "", nil, false
+		}
+		var in []int
+		for j, d := range dfas {
+			if d.accept[s[j]] {
+				in = append(in, j)
+			}
+		}
+		return fmt.Sprint(in), in, true
+	}
+	var out []keyRegion
+	seen := map[string]bool{}
+	for _, s := range states {
+		rk, in, ok := region(s)
+		if !ok || seen[rk] {
+			continue
+		}
+		seen[rk] = true
+		// States that reach a final state of this region.
+		live := make([]bool, len(states))
+		for changed := true; changed; {
+			changed = false
+			for i, s := range states {
+				if live[i] {
+					continue
+				}
+				if r, _, ok := region(s); ok && r == rk {
+					live[i], changed = true, true
+					continue
+				}
+				for _, t := range next[i] {
+					if live[t] {
+						live[i], changed = true, true
+						break
+					}
+				}
+			}
+		}
+		rules := map[int]int{}
+		var rule func(i int) int
+		rule = func(i int) int {
+			if nt, ok := rules[i]; ok {
+				return nt
+			}
+			nt := c.b.Rule("pattern key")
+			rules[i] = nt
+			if r, _, ok := region(states[i]); ok && r == rk {
+				c.b.Alt(nt, B('"'))
+			}
+			targets := map[int]CharSet{}
+			var order []int
+			for ci, t := range next[i] {
+				if !live[t] {
+					continue
+				}
+				if _, ok := targets[t]; !ok {
+					order = append(order, t)
+				}
+				targets[t] = append(targets[t], alpha.classes[ci])
+			}
+			for _, t := range order {
+				c.b.Alt(nt, c.b.JSONChar(NewCharSet(targets[t]...)), N(rule(t)))
+			}
+			return nt
+		}
+		out = append(out, keyRegion{patterns: in, key: c.b.Seq("pattern key", B('"'), N(rule(0)))})
+	}
+	return out, nil
+}
+
+// patternsMatching lists the patterns name matches (search semantics).
+func patternsMatching(patterns []string, name string) ([]int, error) {
+	var out []int
+	for i, p := range patterns {
+		prog, err := patternProg(p)
+		if err != nil {
+			return nil, err
+		}
+		a := map[rune]bool{}
+		boundaries(prog, a)
+		for _, r := range name {
+			a[r], a[r+1] = true, true
+		}
+		alpha := newKeyAlphabet(a)
+		d, err := buildKeyDFA(prog, alpha)
+		if err != nil {
+			return nil, err
+		}
+		st := int32(0)
+		for _, r := range name {
+			st = d.next[st][alpha.class(r)]
+		}
+		if d.accept[st] {
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}
+
+// consumes reports whether instruction in takes character r.
+func consumes(in *syntax.Inst, r rune) bool {
+	switch in.Op {
+	case syntax.InstRune:
+		return in.MatchRune(r)
+	case syntax.InstRune1:
+		return r == in.Rune[0]
+	case syntax.InstRuneAny:
+		return true
+	case syntax.InstRuneAnyNotNL:
+		return r != '\n'
+	}
+	return false
+}
