@@ -137,7 +137,7 @@ var understood = map[string]bool{
 	"properties": true, "required": true, "additionalProperties": true, "items": true, "prefixItems": true,
 	"minItems": true, "maxItems": true, "minLength": true, "maxLength": true, "pattern": true, "format": true,
 	"patternProperties": true,
-	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true, "nullable": true,
+	"minimum":           true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true, "nullable": true,
 	"minProperties": true, "maxProperties": true, "multipleOf": true, "uniqueItems": true,
 }
 
@@ -147,7 +147,7 @@ var unsupported = map[string]string{
 	"if": "conditionals", "then": "conditionals", "else": "conditionals",
 	"dependentRequired": "dependencies", "dependentSchemas": "dependencies", "dependencies": "dependencies",
 	"propertyNames": "property name schemas",
-	"contains": "contains", "minContains": "contains", "maxContains": "contains",
+	"contains":      "contains", "minContains": "contains", "maxContains": "contains",
 	"unevaluatedProperties": "unevaluated properties", "unevaluatedItems": "unevaluated items",
 	"$dynamicRef": "dynamic references", "$recursiveRef": "recursive references",
 }
