@@ -136,9 +136,8 @@ var understood = map[string]bool{
 	"type": true, "enum": true, "const": true, "anyOf": true, "oneOf": true, "allOf": true, "$ref": true,
 	"properties": true, "required": true, "additionalProperties": true, "items": true, "prefixItems": true,
 	"minItems": true, "maxItems": true, "minLength": true, "maxLength": true, "pattern": true, "format": true,
-	"patternProperties": true,
-	"minimum":           true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true, "nullable": true,
-	"minProperties": true, "maxProperties": true, "multipleOf": true, "uniqueItems": true,
+	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true, "nullable": true,
+	"minProperties": true, "maxProperties": true, "multipleOf": true, "uniqueItems": true, "patternProperties": true,
 }
 
 // Keywords that constrain instances and are not supported: a schema using
@@ -146,8 +145,7 @@ var understood = map[string]bool{
 var unsupported = map[string]string{
 	"if": "conditionals", "then": "conditionals", "else": "conditionals",
 	"dependentRequired": "dependencies", "dependentSchemas": "dependencies", "dependencies": "dependencies",
-	"propertyNames": "property name schemas",
-	"contains":      "contains", "minContains": "contains", "maxContains": "contains",
+	"contains": "contains", "minContains": "contains", "maxContains": "contains", "propertyNames": "property name schemas",
 	"unevaluatedProperties": "unevaluated properties", "unevaluatedItems": "unevaluated items",
 	"$dynamicRef": "dynamic references", "$recursiveRef": "recursive references",
 }
