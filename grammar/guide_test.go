@@ -176,7 +176,7 @@ func TestSpecErrors(t *testing.T) {
 		spec grammar.Spec
 		want string
 	}{
-		{grammar.Spec{Field: "response_format.json_schema.schema", JSONSchema: []byte(`{"type":"object","patternProperties":{"a":{}}}`)}, "response_format.json_schema.schema: "},
+		{grammar.Spec{Field: "response_format.json_schema.schema", JSONSchema: []byte(`{"type":"object","propertyNames":{"maxLength":3}}`)}, "response_format.json_schema.schema: "},
 		{grammar.Spec{Field: "guided_regex", Regex: "a("}, "guided_regex: "},
 		{grammar.Spec{Field: "grammar", GBNF: "root ::= foo"}, "grammar: "},
 		{grammar.Spec{Field: "guided_choice", Choice: []string{}}, "guided_choice: "},

@@ -877,10 +877,7 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 			return Sym{}, c.fail(ptr, "required", "required property %q is not among the properties", r)
 		}
 	}
-	type member struct {
-		sym      Sym
-		required bool
-	}
+	type member = orderMember
 	// patternProperties: the patterns, in order, and their schemas.
 	var patterns []string
 	var patternSchemas []any
@@ -1041,7 +1038,67 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 		}
 		return N(nt)
 	}
+	if len(members) > 1 && len(members) <= maxAnyOrder {
+		return c.b.Seq("object", B('{'), c.anyOrder(members, extraOK, extraMember), B('}')), nil
+	}
 	return c.b.Seq("object", B('{'), after(0, true), B('}')), nil
+}
+
+// maxAnyOrder is the most declared properties an object takes in any
+// order: its grammar has a rule per subset of them written so far (each at
+// most once, the required ones before the end), n·2ⁿ alternatives. Objects
+// with more take them in the schema's order.
+const maxAnyOrder = 6
+
+// orderMember is a declared property's member symbol ("name":value).
+type orderMember struct {
+	sym      Sym
+	required bool
+}
+
+// anyOrder is an object's members, declared ones in any order and each at
+// most once, the required ones all present, additional ones (extra, when
+// extraOK) anywhere.
+func (c *schemaCompiler) anyOrder(members []orderMember, extraOK bool, extra Sym) Sym {
+	var need uint32
+	for i, m := range members {
+		if m.required {
+			need |= 1 << i
+		}
+	}
+	memo := map[[2]uint32]Sym{}
+	var from func(used uint32, first bool) Sym
+	from = func(used uint32, first bool) Sym {
+		key := [2]uint32{used, 0}
+		if first {
+			key[1] = 1
+		}
+		if s, ok := memo[key]; ok {
+			return s
+		}
+		nt := c.b.Rule("members")
+		memo[key] = N(nt)
+		next := func(sym Sym, used uint32) {
+			if first {
+				c.b.Alt(nt, sym, from(used, false))
+			} else {
+				c.b.Alt(nt, B(','), sym, from(used, false))
+			}
+		}
+		if extraOK {
+			next(extra, used)
+		}
+		for i, m := range members {
+			if used&(1<<i) == 0 {
+				next(m.sym, used|1<<i)
+			}
+		}
+		if used&need == need {
+			c.b.Alt(nt)
+		}
+		return N(nt)
+	}
+	return from(0, true)
 }
 
 // keyExcept is a JSON string (quotes included) that is none of names: a

@@ -14,9 +14,11 @@ func TestSchema(t *testing.T) {
 		accept       []string
 		refuse       []string
 	}{
-		{"object in order, extras anywhere", `{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["a"]}`,
-			[]string{`{"a":1}`, `{"a":1,"b":"x"}`, `{"z":null,"a":1,"b":"x","y":[]}`, `{"a":1,"zz":{"q":1}}`},
-			[]string{`{}`, `{"b":"x","a":1}`, `{"a":"1"}`, `{"a":1,"a":2}`, `{"a":1,"b":"x","b":"y"}`, `{"a":1}x`}},
+		{"object in any order, each once, extras anywhere", `{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["a"]}`,
+			[]string{`{"a":1}`, `{"a":1,"b":"x"}`, `{"b":"x","a":1}`, `{"z":null,"a":1,"b":"x","y":[]}`, `{"b":"x","z":1,"a":1}`, `{"a":1,"zz":{"q":1}}`},
+			[]string{`{}`, `{"b":"x"}`, `{"a":"1"}`, `{"a":1,"a":2}`, `{"a":1,"b":"x","b":"y"}`, `{"b":"x","a":1,"b":"y"}`, `{"a":1}x`}},
+		{"more than six properties in the schema's order", `{"type":"object","properties":{"a":{},"b":{},"c":{},"d":{},"e":{},"f":{},"g":{}},"required":["a","g"],"additionalProperties":false}`,
+			[]string{`{"a":1,"g":2}`, `{"a":1,"c":3,"g":2}`}, []string{`{"g":2,"a":1}`, `{"a":1}`, `{"a":1,"g":2,"c":3}`}},
 		{"closed object", `{"type":"object","properties":{"a":{"type":"boolean"}},"additionalProperties":false}`,
 			[]string{`{}`, `{"a":true}`}, []string{`{"b":1}`, `{"a":true,"b":1}`}},
 		{"declared names the keys' trie cannot write escaped", `{"type":"object","properties":{"😀":{"type":"integer"},"q\"":{"type":"integer"}}}`,
