@@ -190,3 +190,13 @@ func TestSpecErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestSpecTooLarge: a schema over MaxSpecBytes is refused at once, before
+// any compiling, naming its field.
+func TestSpecTooLarge(t *testing.T) {
+	big := `{"type":"object","properties":{"a":{"description":"` + strings.Repeat("x", grammar.MaxSpecBytes) + `"}}}`
+	_, err := grammar.CompileSpec(&grammar.Spec{Field: "json_schema", JSONSchema: []byte(big)})
+	if err == nil || !strings.HasPrefix(err.Error(), "json_schema: too large") {
+		t.Fatalf("got %v, want a too-large error on json_schema", err)
+	}
+}

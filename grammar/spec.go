@@ -137,6 +137,12 @@ func CompilePlan(p *Plan) (*Grammar, error) {
 	return g, nil
 }
 
+// MaxSpecBytes bounds the source text of one constraint (a schema,
+// regex, grammar or choice list): the largest real-world schemas are
+// under 1 MB, and a bigger one would hold a compiler for seconds before
+// it hit the grammar's size limit.
+const MaxSpecBytes = 1 << 20
+
 func (b *Builder) spec(s *Spec, field string) (Sym, error) {
 	if s.Field != "" {
 		field = s.Field
@@ -147,6 +153,13 @@ func (b *Builder) spec(s *Spec, field string) (Sym, error) {
 			return Sym{}, err
 		}
 		return Sym{}, &SpecError{Field: field, Err: err}
+	}
+	size := len(s.JSONSchema) + len(s.Regex) + len(s.GBNF) + len(s.Text)
+	for _, c := range s.Choice {
+		size += len(c)
+	}
+	if size > MaxSpecBytes {
+		return fail(fmt.Errorf("too large: %d bytes, the limit is %d (1 MiB)", size, MaxSpecBytes))
 	}
 	set := 0
 	for _, on := range []bool{len(s.JSONSchema) > 0, s.JSON, s.Regex != "", s.Choice != nil, s.GBNF != "",
