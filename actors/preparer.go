@@ -176,5 +176,8 @@ func (p *RequestPreparer) job(msg *Prepare, prep *chat.Prepared) *PrefillJob {
 	if !r.IgnoreEOS {
 		j.StopIds = p.assets.EOS
 	}
+	if len(prep.Plan) > 0 && p.metrics != nil {
+		p.metrics.Constrained.WithLabelValues(r.ConstraintKind()).Inc()
+	}
 	return j
 }

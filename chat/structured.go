@@ -58,6 +58,21 @@ func (a *Assets) Guides() *grammar.Guides {
 	return a.guides
 }
 
+// ConstraintKind names what r's output must follow, for the metrics:
+// "tool_calls" (forced), "json_schema", "json", "regex", "choice",
+// "grammar", "strict_tools" (calls the model opens); "" when nothing.
+func (r *Request) ConstraintKind() string {
+	switch {
+	case r.Tools != nil && r.ToolChoice != ToolAuto:
+		return "tool_calls"
+	case r.Format != nil:
+		return r.Format.Kind()
+	case r.Tools != nil && len(r.StrictTools) > 0:
+		return "strict_tools"
+	}
+	return ""
+}
+
 // constrained reports whether r asks for structured output.
 func (r *Request) constrained() bool {
 	return r.Format != nil || (r.Tools != nil && r.ToolChoice != ToolAuto) || len(r.StrictTools) > 0

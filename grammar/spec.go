@@ -42,6 +42,26 @@ type Spec struct {
 	Field string `json:"field,omitempty"`
 }
 
+// Kind names the spec's kind: "json_schema", "json", "regex", "choice",
+// "grammar", "text", or "composite" for Seq, Alt and Plus.
+func (s *Spec) Kind() string {
+	switch {
+	case len(s.JSONSchema) > 0:
+		return "json_schema"
+	case s.JSON:
+		return "json"
+	case s.Regex != "":
+		return "regex"
+	case s.Choice != nil:
+		return "choice"
+	case s.GBNF != "":
+		return "grammar"
+	case s.Text != "":
+		return "text"
+	}
+	return "composite"
+}
+
 // Plan is a Spec and where in the output it applies.
 type Plan struct {
 	Spec Spec `json:"spec"`

@@ -83,6 +83,9 @@ type Metrics struct {
 	GeneratedTokens prometheus.Counter
 	Preemptions     prometheus.Counter
 	HistoryRenders  *prometheus.CounterVec
+	// Constrained counts structured-output requests by kind (see
+	// chat.Request.ConstraintKind).
+	Constrained *prometheus.CounterVec
 	RouteDecisions  *prometheus.CounterVec
 	RouteRetries    prometheus.Counter
 	RouteProbes     prometheus.Counter
@@ -127,6 +130,8 @@ func New() *Metrics {
 		HistoryRenders: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "troupe_history_renders_total",
 			Help: "History-boundary decisions of the request preparers: rendered, fail_open, skipped_dense."}, []string{"outcome"}),
 	}
+	m.Constrained = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "troupe_constrained_requests_total",
+		Help: "Requests whose output follows a grammar, by kind: json_schema, json, regex, choice, grammar, tool_calls (forced), strict_tools (calls the model opens)."}, []string{"kind"})
 	m.RouteDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "troupe_route_decisions_total",
 		Help: "Routing decisions of a cluster gateway by reason: prefix-hit, sticky, least-load, round-robin."}, []string{"reason"})
 	m.RouteProbes = prometheus.NewCounter(prometheus.CounterOpts{Name: "troupe_route_probes_total",
@@ -147,7 +152,7 @@ func New() *Metrics {
 		Help: "Snapshot-cache misses by reason."}, []string{"reason"})
 	r.MustRegister(m.Requests, m.TTFT, m.InterToken, m.QueueDepth, m.Running, m.KVPagesUsed, m.KVPagesFree,
 		m.StateSlotsUsed, m.StateSlotsFree, m.KVBudget, m.KVPoolBytes, m.KVBytesInUse, m.SnapshotBudget, m.SnapshotBytes,
-		m.PromptTokens, m.GeneratedTokens, m.Preemptions, m.HistoryRenders, m.RouteDecisions, m.RouteRetries, m.RouteProbes,
+		m.PromptTokens, m.GeneratedTokens, m.Preemptions, m.HistoryRenders, m.Constrained, m.RouteDecisions, m.RouteRetries, m.RouteProbes,
 		m.CacheLookups, m.CacheHits, m.CachedTokens, m.CacheInserts, m.CacheEvictions, m.CacheSupersedes, m.CacheWarmUps, m.CacheMisses,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, o := range []string{Rendered, FailOpen, SkippedDense} {
