@@ -54,7 +54,9 @@ func TestStructuredOutput(t *testing.T) {
 		})
 		t.Run("guided_choice", func(t *testing.T) {
 			_, body := s.post(t, "/v1/chat/completions", chatBody(seedField+`,"guided_choice":["red","green","blue"]`))
-			var out struct{ Choices []struct{ Message struct{ Content string } } }
+			var out struct {
+				Choices []struct{ Message struct{ Content string } }
+			}
 			if json.Unmarshal(body, &out) != nil || !slices.Contains([]string{"red", "green", "blue"}, out.Choices[0].Message.Content) {
 				t.Fatalf("%s", body)
 			}

@@ -85,10 +85,10 @@ type Metrics struct {
 	HistoryRenders  *prometheus.CounterVec
 	// Constrained counts structured-output requests by kind (see
 	// chat.Request.ConstraintKind).
-	Constrained *prometheus.CounterVec
-	RouteDecisions  *prometheus.CounterVec
-	RouteRetries    prometheus.Counter
-	RouteProbes     prometheus.Counter
+	Constrained    *prometheus.CounterVec
+	RouteDecisions *prometheus.CounterVec
+	RouteRetries   prometheus.Counter
+	RouteProbes    prometheus.Counter
 
 	CacheLookups, CacheHits, CachedTokens, CacheInserts prometheus.Counter
 	CacheEvictions, CacheSupersedes, CacheWarmUps       prometheus.Counter
