@@ -81,6 +81,17 @@ func TestStructuredOutput(t *testing.T) {
 			}
 			checkObject(t, out.Output[len(out.Output)-1].Content[0].Text)
 		})
+		t.Run("anthropic output_format", func(t *testing.T) {
+			_, body := s.post(t, "/v1/messages", `{"model":"troupe-demo","max_tokens":200,"messages":[{"role":"user","content":"Go"}],"output_format":{"type":"json_schema","schema":`+schema+`}}`)
+			var out struct {
+				Content    []struct{ Type, Text string }
+				StopReason string `json:"stop_reason"`
+			}
+			if json.Unmarshal(body, &out) != nil || len(out.Content) != 1 || out.StopReason != "end_turn" {
+				t.Fatalf("%s", body)
+			}
+			checkObject(t, out.Content[0].Text)
+		})
 		t.Run("tool_choice required", func(t *testing.T) {
 			_, body := s.post(t, "/v1/chat/completions", chatBody(seedField+`,"tool_choice":"required","parallel_tool_calls":false,"tools":[{"type":"function","function":{"name":"f","parameters":`+schema+`}}]`))
 			var out struct {
@@ -104,7 +115,7 @@ func TestStructuredOutput(t *testing.T) {
 			}
 		})
 	}
-	for kind, want := range map[string]float64{"json_schema": 6, "choice": 3, "regex": 3, "tool_calls": 3} {
+	for kind, want := range map[string]float64{"json_schema": 9, "choice": 3, "regex": 3, "tool_calls": 3} {
 		if got := testutil.ToFloat64(s.rt.Metrics().Constrained.WithLabelValues(kind)); got != want {
 			t.Errorf("troupe_constrained_requests_total{kind=%q} = %v, want %v", kind, got, want)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/troupe-ai/troupe/chat"
 	"github.com/troupe-ai/troupe/http/apierr"
+	"github.com/troupe-ai/troupe/http/structured"
 	"github.com/troupe-ai/troupe/sample"
 	"github.com/troupe-ai/troupe/templates"
 )
@@ -39,6 +40,9 @@ type messagesRequest struct {
 	Tools         json.RawMessage `json:"tools"`
 	ToolChoice    json.RawMessage `json:"tool_choice"`
 	Thinking      json.RawMessage `json:"thinking"`
+	// OutputFormat is the structured-outputs beta's {"type":
+	// "json_schema", "schema": {...}}.
+	OutputFormat json.RawMessage `json:"output_format"`
 }
 
 // maxTokensCap bounds max_tokens (the engine also checks the model's
@@ -108,6 +112,26 @@ func toRequest(req *messagesRequest, requireMax bool) (*chat.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(req.OutputFormat) > 0 && string(req.OutputFormat) != "null" {
+		var of struct {
+			Type   string          `json:"type"`
+			Schema json.RawMessage `json:"schema"`
+		}
+		if err := json.Unmarshal(req.OutputFormat, &of); err != nil {
+			return nil, bad("output_format", "must be an object like {\"type\": \"json_schema\", \"schema\": {...}}")
+		}
+		if of.Type != "json_schema" {
+			return nil, bad("output_format.type", "must be \"json_schema\", got %q", of.Type)
+		}
+		if len(of.Schema) == 0 || string(of.Schema) == "null" {
+			return nil, bad("output_format.schema", "field required")
+		}
+		format, err := structured.Schema("output_format.schema", of.Schema)
+		if err != nil {
+			return nil, err
+		}
+		r.Format = format
+	}
 	mode, name, one, err := toolChoice(req.ToolChoice, names)
 	if err != nil {
 		return nil, err
@@ -116,6 +140,7 @@ func toRequest(req *messagesRequest, requireMax bool) (*chat.Request, error) {
 		r.Tools = tools
 		r.ToolChoice, r.ToolName, r.ToolParamsField = mode, name, "tools[%d].input_schema"
 		r.OneToolCall = one
+		r.StrictTools = strictTools(req.Tools)
 	} else if mode == chat.ToolRequired || mode == chat.ToolNamed {
 		return nil, bad("tool_choice", "tool_choice forces a tool call, but there are no tools")
 	}
@@ -574,4 +599,27 @@ func toolChoice(raw json.RawMessage, names map[string]bool) (mode, name string, 
 		return chat.ToolNamed, tc.Name, true, nil
 	}
 	return "", "", false, bad("tool_choice.type", "must be \"auto\", \"any\", \"tool\" or \"none\", got %q", tc.Type)
+}
+
+// strictTools names the tools declared "strict": true (the
+// structured-outputs beta): a call the model opens follows the tool's
+// input_schema.
+func strictTools(raw json.RawMessage) map[string]bool {
+	var list []struct {
+		Name   string `json:"name"`
+		Strict *bool  `json:"strict"`
+	}
+	if json.Unmarshal(raw, &list) != nil {
+		return nil
+	}
+	var out map[string]bool
+	for _, t := range list {
+		if t.Strict != nil && *t.Strict {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[t.Name] = true
+		}
+	}
+	return out
 }
