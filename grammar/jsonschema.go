@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"net/url"
 	"slices"
@@ -867,14 +868,20 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 		}
 		extraSym = sym
 	}
-	// A required property that is not declared is an additional one: it
-	// must appear, which a grammar of free additional keys cannot force.
+	// A required property that is not declared is an additional one that
+	// must appear: it becomes a declared one whose schema is what an
+	// additional key of its name follows (the patterns it matches, else
+	// additionalProperties).
+	var implied map[string]bool
 	for _, r := range required {
 		if _, ok := props.vals[r]; !ok {
-			if !extraOK {
-				return Sym{}, errFalse
+			if implied == nil {
+				implied = map[string]bool{}
+				props = &object{keys: slices.Clone(props.keys), vals: maps.Clone(props.vals)}
 			}
-			return Sym{}, c.fail(ptr, "required", "required property %q is not among the properties", r)
+			implied[r] = true
+			props.keys = append(props.keys, r)
+			props.vals[r] = nil
 		}
 	}
 	type member = orderMember
@@ -911,14 +918,21 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 	for _, k := range props.keys {
 		req := slices.Contains(required, k)
 		schema := props.vals[k]
+		var in []int
 		if len(patterns) > 0 {
-			in, err := patternsMatching(patterns, k)
-			if err != nil {
+			var err error
+			if in, err = patternsMatching(patterns, k); err != nil {
 				return Sym{}, c.fail(ptr, "patternProperties", "%v", err)
 			}
 			if schema, err = withPatterns(schema, in, ptr+"/properties/"+escapePointer(k)); err != nil {
 				return Sym{}, err
 			}
+		}
+		if implied[k] && len(in) == 0 {
+			if !extraOK {
+				return Sym{}, errFalse // a required key no schema allows
+			}
+			schema = extra
 		}
 		sym, err := c.compile(schema, ptr+"/properties/"+escapePointer(k), depth+1)
 		var se *SchemaError

@@ -62,6 +62,10 @@ func TestSchema(t *testing.T) {
 			[]string{`{"B":"x"}`, `{"":1}`}, []string{`{"B":1}`, `{"BUILD_NUMBER":123}`}},
 		{"an unanchored pattern", `{"type":"object","patternProperties":{"[0-9]":{"type":"integer"}}}`,
 			[]string{`{"k1":1}`, `{"k":"x"}`, `{"1k":2}`}, []string{`{"k1":"x"}`, `{"9":"x"}`}},
+		{"a required property that is not declared", `{"type":"object","properties":{"a":{}},"required":["b"],"additionalProperties":{"type":"integer"}}`,
+			[]string{`{"b":1}`, `{"a":"x","b":2}`, `{"b":2,"c":3}`}, []string{`{}`, `{"a":1}`, `{"b":"x"}`, `{"b":1,"b":2}`}},
+		{"a required property a pattern takes", `{"type":"object","patternProperties":{"^x":{"type":"string"}},"required":["xa"],"additionalProperties":false}`,
+			[]string{`{"xa":"s"}`, `{"xb":"t","xa":"s"}`}, []string{`{}`, `{"xa":1}`, `{"xb":"t"}`}},
 		{"a format no specification defines is an annotation", `{"type":"string","format":"int32","maxLength":3}`, []string{`"abc"`, `""`}, []string{`"abcd"`, `3`}},
 		{"nullable", `{"type":"string","nullable":true}`, []string{`"x"`, `null`}, []string{`1`}},
 	} {
