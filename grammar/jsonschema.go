@@ -139,14 +139,15 @@ var understood = map[string]bool{
 	"minItems": true, "maxItems": true, "minLength": true, "maxLength": true, "pattern": true, "format": true,
 	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true, "nullable": true,
 	"minProperties": true, "maxProperties": true, "multipleOf": true, "uniqueItems": true, "patternProperties": true,
+	"dependentRequired": true, "dependencies": true,
 }
 
 // Keywords that constrain instances and are not supported: a schema using
 // one fails to compile rather than get a looser grammar.
 var unsupported = map[string]string{
 	"if": "conditionals", "then": "conditionals", "else": "conditionals",
-	"dependentRequired": "dependencies", "dependentSchemas": "dependencies", "dependencies": "dependencies",
-	"contains": "contains", "minContains": "contains", "maxContains": "contains", "propertyNames": "property name schemas",
+	"dependentSchemas": "dependencies",
+	"contains":         "contains", "minContains": "contains", "maxContains": "contains", "propertyNames": "property name schemas",
 	"unevaluatedProperties": "unevaluated properties", "unevaluatedItems": "unevaluated items",
 	"$dynamicRef": "dynamic references", "$recursiveRef": "recursive references",
 }
@@ -945,7 +946,7 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 		if err != nil {
 			return Sym{}, err
 		}
-		members = append(members, member{c.b.Seq("property", c.stringLiteral(k), B(':'), sym), req})
+		members = append(members, member{c.b.Seq("property", c.stringLiteral(k), B(':'), sym), req, k})
 	}
 	nRequired := 0
 	for _, m := range members {
@@ -1052,10 +1053,64 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 		}
 		return N(nt)
 	}
-	if len(members) > 1 && len(members) <= maxAnyOrder {
-		return c.b.Seq("object", B('{'), c.anyOrder(members, extraOK, extraMember), B('}')), nil
+	deps, err := c.dependencies(s, ptr, members, extraOK)
+	if err != nil {
+		return Sym{}, err
+	}
+	if deps != nil || (len(members) > 1 && len(members) <= maxAnyOrder) {
+		return c.b.Seq("object", B('{'), c.anyOrder(members, extraOK, extraMember, deps), B('}')), nil
 	}
 	return c.b.Seq("object", B('{'), after(0, true), B('}')), nil
+}
+
+// dependencies reads dependentRequired (and the array form of draft 4-7's
+// dependencies) as, per member, the members it needs; nil when there are
+// none. They are enforced by anyOrder's subsets, so only for objects of at
+// most maxAnyOrder members whose keys involved are all declared (an
+// undeclared trigger is fine when no additional key may appear).
+func (c *schemaCompiler) dependencies(s *object, ptr string, members []orderMember, extraOK bool) ([]uint32, error) {
+	var deps []uint32
+	for _, kw := range []string{"dependentRequired", "dependencies"} {
+		v, ok := s.get(kw)
+		if !ok {
+			continue
+		}
+		o, ok := v.(*object)
+		if !ok {
+			return nil, c.fail(ptr, kw, "must be an object")
+		}
+		for _, trigger := range o.keys {
+			list, ok := o.vals[trigger].([]any)
+			if !ok {
+				return nil, c.fail(ptr, kw, "schema dependencies are not supported")
+			}
+			ti := slices.IndexFunc(members, func(m orderMember) bool { return m.name == trigger })
+			if ti < 0 {
+				if extraOK {
+					return nil, c.fail(ptr, kw, "a dependency on %q, which is not a declared property, is not supported", trigger)
+				}
+				continue // the trigger cannot appear
+			}
+			if len(members) > maxAnyOrder {
+				return nil, c.fail(ptr, kw, "not supported on objects of more than %d properties", maxAnyOrder)
+			}
+			if deps == nil {
+				deps = make([]uint32, len(members))
+			}
+			for _, d := range list {
+				name, ok := d.(string)
+				if !ok {
+					return nil, c.fail(ptr, kw, "must list property names")
+				}
+				di := slices.IndexFunc(members, func(m orderMember) bool { return m.name == name })
+				if di < 0 {
+					return nil, c.fail(ptr, kw, "%q needs %q, which is not a declared property: not supported", trigger, name)
+				}
+				deps[ti] |= 1 << di
+			}
+		}
+	}
+	return deps, nil
 }
 
 // maxAnyOrder is the most declared properties an object takes in any
@@ -1068,17 +1123,32 @@ const maxAnyOrder = 6
 type orderMember struct {
 	sym      Sym
 	required bool
+	name     string
 }
 
 // anyOrder is an object's members, declared ones in any order and each at
 // most once, the required ones all present, additional ones (extra, when
 // extraOK) anywhere.
-func (c *schemaCompiler) anyOrder(members []orderMember, extraOK bool, extra Sym) Sym {
+//
+// deps[i], when set, are the members that must be present when member i
+// is (dependentRequired).
+func (c *schemaCompiler) anyOrder(members []orderMember, extraOK bool, extra Sym, deps []uint32) Sym {
 	var need uint32
 	for i, m := range members {
 		if m.required {
 			need |= 1 << i
 		}
+	}
+	complete := func(used uint32) bool {
+		if used&need != need {
+			return false
+		}
+		for i, d := range deps {
+			if used&(1<<i) != 0 && used&d != d {
+				return false
+			}
+		}
+		return true
 	}
 	memo := map[[2]uint32]Sym{}
 	var from func(used uint32, first bool) Sym
@@ -1107,7 +1177,7 @@ func (c *schemaCompiler) anyOrder(members []orderMember, extraOK bool, extra Sym
 				next(m.sym, used|1<<i)
 			}
 		}
-		if used&need == need {
+		if complete(used) {
 			c.b.Alt(nt)
 		}
 		return N(nt)

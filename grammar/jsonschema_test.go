@@ -66,6 +66,10 @@ func TestSchema(t *testing.T) {
 			[]string{`{"b":1}`, `{"a":"x","b":2}`, `{"b":2,"c":3}`}, []string{`{}`, `{"a":1}`, `{"b":"x"}`, `{"b":1,"b":2}`}},
 		{"a required property a pattern takes", `{"type":"object","patternProperties":{"^x":{"type":"string"}},"required":["xa"],"additionalProperties":false}`,
 			[]string{`{"xa":"s"}`, `{"xb":"t","xa":"s"}`}, []string{`{}`, `{"xa":1}`, `{"xb":"t"}`}},
+		{"dependentRequired", `{"type":"object","properties":{"a":{},"b":{},"c":{}},"dependentRequired":{"a":["b"]}}`,
+			[]string{`{}`, `{"b":1}`, `{"a":1,"b":2}`, `{"b":2,"a":1}`, `{"c":1,"z":2}`}, []string{`{"a":1}`, `{"a":1,"c":2}`}},
+		{"dependencies, array form", `{"type":"object","properties":{"a":{},"b":{}},"dependencies":{"b":["a"]},"additionalProperties":false}`,
+			[]string{`{"a":1}`, `{"a":1,"b":2}`}, []string{`{"b":1}`}},
 		{"a format no specification defines is an annotation", `{"type":"string","format":"int32","maxLength":3}`, []string{`"abc"`, `""`}, []string{`"abcd"`, `3`}},
 		{"nullable", `{"type":"string","nullable":true}`, []string{`"x"`, `null`}, []string{`1`}},
 	} {
@@ -100,6 +104,8 @@ func TestSchemaErrors(t *testing.T) {
 		{`{"type":"frog"}`, "", "type"},
 		{`{"type":"object","patternProperties":{"\\bx":{}}}`, "", "patternProperties"},
 		{`{"allOf":[{"patternProperties":{"^x":{}}},{"properties":{"a":{}}}]}`, "", "patternProperties"},
+		{`{"type":"object","properties":{"a":{}},"dependencies":{"a":{"required":["b"]}}}`, "", "dependencies"},
+		{`{"type":"object","properties":{"a":{}},"dependentRequired":{"a":["b"]}}`, "", "dependentRequired"},
 		{`{"not":{"enum":[1]}}`, "/not", ""},
 	} {
 		_, err := CompileSchema([]byte(tc.schema))
