@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/big"
+	"math/bits"
 	"net/url"
 	"slices"
 	"strconv"
@@ -954,13 +955,18 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 			nRequired++
 		}
 	}
+	// Property counts: objects taken in any order count their members
+	// (anyOrder); the others support only bounds their grammar meets
+	// anyway.
+	counts := propertyCounts{min: 0, max: -1}
 	if _, ok := s.get("minProperties"); ok {
 		n, _, err := c.count(s, "minProperties", ptr)
 		if err != nil {
 			return Sym{}, err
 		}
-		if n > nRequired {
-			return Sym{}, c.fail(ptr, "minProperties", "not supported beyond the required properties")
+		counts.min = n
+		if n > nRequired && len(members) > maxAnyOrder {
+			return Sym{}, c.fail(ptr, "minProperties", "not supported beyond the required properties on objects of more than %d properties", maxAnyOrder)
 		}
 	}
 	if _, ok := s.get("maxProperties"); ok {
@@ -968,8 +974,18 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 		if err != nil {
 			return Sym{}, err
 		}
-		if extraOK || len(patterns) > 0 || n < len(members) {
-			return Sym{}, c.fail(ptr, "maxProperties", "not supported unless every declared property fits and no other is allowed")
+		counts.max = n
+		if (extraOK || len(patterns) > 0 || n < len(members)) && len(members) > maxAnyOrder {
+			return Sym{}, c.fail(ptr, "maxProperties", "not supported on objects of more than %d properties unless every declared property fits and no other is allowed", maxAnyOrder)
+		}
+	}
+	if counts.min > maxCountedProperties || counts.max > maxCountedProperties {
+		counts.min, counts.max = min(counts.min, maxCountedProperties+1), min(counts.max, maxCountedProperties+1)
+		if counts.min > maxCountedProperties || (counts.max > maxCountedProperties && (extraOK || len(patterns) > 0)) {
+			return Sym{}, c.fail(ptr, "minProperties", "property counts beyond %d are not supported", maxCountedProperties)
+		}
+		if counts.max > maxCountedProperties {
+			counts.max = -1 // the declared members alone cannot exceed it
 		}
 	}
 	// Additional members: keys that are not declared (the declared ones
@@ -1057,8 +1073,8 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 	if err != nil {
 		return Sym{}, err
 	}
-	if deps != nil || (len(members) > 1 && len(members) <= maxAnyOrder) {
-		return c.b.Seq("object", B('{'), c.anyOrder(members, extraOK, extraMember, deps), B('}')), nil
+	if len(members) <= maxAnyOrder {
+		return c.b.Seq("object", B('{'), c.anyOrder(members, extraOK, extraMember, deps, counts), B('}')), nil
 	}
 	return c.b.Seq("object", B('{'), after(0, true), B('}')), nil
 }
@@ -1113,6 +1129,13 @@ func (c *schemaCompiler) dependencies(s *object, ptr string, members []orderMemb
 	return deps, nil
 }
 
+// propertyCounts are minProperties and maxProperties (-1: none).
+type propertyCounts struct{ min, max int }
+
+// maxCountedProperties bounds the property counts an object grammar
+// follows (a rule per count).
+const maxCountedProperties = 64
+
 // maxAnyOrder is the most declared properties an object takes in any
 // order: its grammar has a rule per subset of them written so far (each at
 // most once, the required ones before the end), n·2ⁿ alternatives. Objects
@@ -1132,15 +1155,22 @@ type orderMember struct {
 //
 // deps[i], when set, are the members that must be present when member i
 // is (dependentRequired).
-func (c *schemaCompiler) anyOrder(members []orderMember, extraOK bool, extra Sym, deps []uint32) Sym {
+// counts bounds the members, declared and additional together.
+func (c *schemaCompiler) anyOrder(members []orderMember, extraOK bool, extra Sym, deps []uint32, counts propertyCounts) Sym {
 	var need uint32
 	for i, m := range members {
 		if m.required {
 			need |= 1 << i
 		}
 	}
-	complete := func(used uint32) bool {
-		if used&need != need {
+	// extras counts the additional members written, up to the bound that
+	// matters (beyond it the count makes no difference).
+	cap := counts.min
+	if counts.max >= 0 {
+		cap = max(cap, counts.max)
+	}
+	complete := func(used uint32, extras int) bool {
+		if used&need != need || bits.OnesCount32(used)+extras < counts.min {
 			return false
 		}
 		for i, d := range deps {
@@ -1150,39 +1180,53 @@ func (c *schemaCompiler) anyOrder(members []orderMember, extraOK bool, extra Sym
 		}
 		return true
 	}
-	memo := map[[2]uint32]Sym{}
-	var from func(used uint32, first bool) Sym
-	from = func(used uint32, first bool) Sym {
-		key := [2]uint32{used, 0}
-		if first {
-			key[1] = 1
-		}
-		if s, ok := memo[key]; ok {
+	type state struct {
+		used   uint32
+		extras int
+		first  bool
+	}
+	fits := func(used uint32, extras int) bool {
+		return counts.max < 0 || bits.OnesCount32(used)+extras <= counts.max
+	}
+	memo := map[state]Sym{}
+	var from func(st state) Sym
+	from = func(st state) Sym {
+		if s, ok := memo[st]; ok {
 			return s
 		}
 		nt := c.b.Rule("members")
-		memo[key] = N(nt)
-		next := func(sym Sym, used uint32) {
-			if first {
-				c.b.Alt(nt, sym, from(used, false))
+		memo[st] = N(nt)
+		alts := 0
+		next := func(sym Sym, used uint32, extras int) {
+			if !fits(used, extras) {
+				return
+			}
+			alts++
+			to := from(state{used, min(extras, cap), false})
+			if st.first {
+				c.b.Alt(nt, sym, to)
 			} else {
-				c.b.Alt(nt, B(','), sym, from(used, false))
+				c.b.Alt(nt, B(','), sym, to)
 			}
 		}
 		if extraOK {
-			next(extra, used)
+			next(extra, st.used, st.extras+1)
 		}
 		for i, m := range members {
-			if used&(1<<i) == 0 {
-				next(m.sym, used|1<<i)
+			if st.used&(1<<i) == 0 {
+				next(m.sym, st.used|1<<i, st.extras)
 			}
 		}
-		if complete(used) {
+		if complete(st.used, st.extras) {
 			c.b.Alt(nt)
+			alts++
+		}
+		if alts == 0 {
+			c.b.Alt(nt, never()) // no object fits the counts
 		}
 		return N(nt)
 	}
-	return from(0, true)
+	return from(state{first: true})
 }
 
 // keyExcept is a JSON string (quotes included) that is none of names: a

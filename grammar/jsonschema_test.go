@@ -70,6 +70,9 @@ func TestSchema(t *testing.T) {
 			[]string{`{}`, `{"b":1}`, `{"a":1,"b":2}`, `{"b":2,"a":1}`, `{"c":1,"z":2}`}, []string{`{"a":1}`, `{"a":1,"c":2}`}},
 		{"dependencies, array form", `{"type":"object","properties":{"a":{},"b":{}},"dependencies":{"b":["a"]},"additionalProperties":false}`,
 			[]string{`{"a":1}`, `{"a":1,"b":2}`}, []string{`{"b":1}`}},
+		{"minProperties and maxProperties", `{"type":"object","properties":{"a":{},"b":{}},"minProperties":2,"maxProperties":3}`,
+			[]string{`{"a":1,"b":2}`, `{"a":1,"z":2}`, `{"y":1,"z":2,"b":3}`}, []string{`{}`, `{"a":1}`, `{"z":1}`, `{"a":1,"b":2,"y":3,"z":4}`, `{"w":1,"x":2,"y":3,"z":4}`}},
+		{"property counts no object meets", `{"type":"object","minProperties":3,"maxProperties":2}`, nil, []string{`{}`, `{"a":1,"b":2,"c":3}`}},
 		{"a format no specification defines is an annotation", `{"type":"string","format":"int32","maxLength":3}`, []string{`"abc"`, `""`}, []string{`"abcd"`, `3`}},
 		{"nullable", `{"type":"string","nullable":true}`, []string{`"x"`, `null`}, []string{`1`}},
 	} {
