@@ -551,8 +551,22 @@ func (c *schemaCompiler) compileString(s *object, ptr string) (Sym, error) {
 	}
 	limited := (hasMin && minLen > 0) || hasMax
 	switch {
-	case hasPattern && (hasFormat || limited):
-		return Sym{}, c.fail(ptr, "pattern", "not supported together with format, minLength or maxLength")
+	case hasPattern && hasFormat:
+		return Sym{}, c.fail(ptr, "pattern", "not supported together with format")
+	case hasPattern && limited:
+		p, ok := pattern.(string)
+		if !ok {
+			return Sym{}, c.fail(ptr, "pattern", "must be a string")
+		}
+		max := -1
+		if hasMax {
+			max = maxLen
+		}
+		body, err := c.boundedPattern(p, minLen, max)
+		if err != nil {
+			return Sym{}, c.fail(ptr, "pattern", "%v", err)
+		}
+		return c.b.Seq("pattern string", B('"'), body), nil
 	case hasFormat && limited:
 		return Sym{}, c.fail(ptr, "format", "not supported together with minLength or maxLength")
 	case hasPattern:

@@ -73,6 +73,12 @@ func TestSchema(t *testing.T) {
 		{"minProperties and maxProperties", `{"type":"object","properties":{"a":{},"b":{}},"minProperties":2,"maxProperties":3}`,
 			[]string{`{"a":1,"b":2}`, `{"a":1,"z":2}`, `{"y":1,"z":2,"b":3}`}, []string{`{}`, `{"a":1}`, `{"z":1}`, `{"a":1,"b":2,"y":3,"z":4}`, `{"w":1,"x":2,"y":3,"z":4}`}},
 		{"property counts no object meets", `{"type":"object","minProperties":3,"maxProperties":2}`, nil, []string{`{}`, `{"a":1,"b":2,"c":3}`}},
+		{"pattern with a length", `{"type":"string","pattern":"^[a-z]+$","minLength":2,"maxLength":4}`,
+			[]string{`"ab"`, `"abcd"`, `"\u0061b"`}, []string{`"a"`, `"abcde"`, `"ab1"`, `""`}},
+		{"unanchored pattern with a length", `{"type":"string","pattern":"[0-9]","maxLength":3}`,
+			[]string{`"a1b"`, `"1"`, `"\u00e91"`}, []string{`"abc"`, `"a1bc"`, `""`}},
+		{"pattern with a minimum length only", `{"type":"string","pattern":"^x","minLength":3}`,
+			[]string{`"xyz"`, `"xyzzy"`}, []string{`"xy"`, `"yyy"`}},
 		{"a format no specification defines is an annotation", `{"type":"string","format":"int32","maxLength":3}`, []string{`"abc"`, `""`}, []string{`"abcd"`, `3`}},
 		{"nullable", `{"type":"string","nullable":true}`, []string{`"x"`, `null`}, []string{`1`}},
 	} {

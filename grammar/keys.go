@@ -435,3 +435,102 @@ func consumes(in *syntax.Inst, r rune) bool {
 	}
 	return false
 }
+
+// maxBoundedStates bounds the rules of a pattern with a length bound: one
+// per DFA state and length.
+const maxBoundedStates = 1 << 16
+
+// boundedPattern is the content and closing quote of a JSON string that
+// contains a match of pattern (search semantics) and has min to max
+// characters (max < 0: no upper bound): the pattern's DFA in product with
+// a character count, each transition a JSONChar.
+func (c *schemaCompiler) boundedPattern(pattern string, minLen, maxLen int) (Sym, error) {
+	prog, err := patternProg(pattern)
+	if err != nil {
+		return Sym{}, err
+	}
+	points := map[rune]bool{}
+	boundaries(prog, points)
+	alpha := newKeyAlphabet(points)
+	d, err := buildKeyDFA(prog, alpha)
+	if err != nil {
+		return Sym{}, err
+	}
+	top := minLen // counts beyond the bounds that matter are alike
+	if maxLen >= 0 {
+		top = maxLen
+	}
+	if len(d.next)*(top+1) > maxBoundedStates {
+		return Sym{}, fmt.Errorf("the pattern's automaton times the length bound exceeds %d states", maxBoundedStates)
+	}
+	// live[q]: an accepting state is reachable from q.
+	live := slices.Clone(d.accept)
+	for changed := true; changed; {
+		changed = false
+		for q, row := range d.next {
+			if live[q] {
+				continue
+			}
+			for _, t := range row {
+				if live[t] {
+					live[q], changed = true, true
+					break
+				}
+			}
+		}
+	}
+	// Group each state's classes by target.
+	type edge struct {
+		to  int32
+		set CharSet
+	}
+	edges := make([][]edge, len(d.next))
+	for q, row := range d.next {
+		idx := map[int32]int{}
+		for ci, t := range row {
+			if !live[t] {
+				continue
+			}
+			i, ok := idx[t]
+			if !ok {
+				i = len(edges[q])
+				idx[t] = i
+				edges[q] = append(edges[q], edge{to: t})
+			}
+			edges[q][i].set = append(edges[q][i].set, alpha.classes[ci])
+		}
+	}
+	chars := map[[2]int]Sym{} // JSONChar per (state, edge), shared across lengths
+	rules := map[[2]int]int{}
+	var rule func(q, n int) int
+	rule = func(q, n int) int {
+		key := [2]int{q, n}
+		if nt, ok := rules[key]; ok {
+			return nt
+		}
+		nt := c.b.Rule("bounded pattern")
+		rules[key] = nt
+		alts := 0
+		if d.accept[q] && n >= minLen {
+			c.b.Alt(nt, B('"'))
+			alts++
+		}
+		if maxLen < 0 || n < maxLen {
+			for i, e := range edges[q] {
+				ck := [2]int{q, i}
+				ch, ok := chars[ck]
+				if !ok {
+					ch = c.b.JSONChar(NewCharSet(e.set...))
+					chars[ck] = ch
+				}
+				c.b.Alt(nt, ch, N(rule(int(e.to), min(n+1, top))))
+				alts++
+			}
+		}
+		if alts == 0 {
+			c.b.Alt(nt, never())
+		}
+		return nt
+	}
+	return N(rule(0, 0)), nil
+}
