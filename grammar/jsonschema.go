@@ -107,6 +107,9 @@ type schemaCompiler struct {
 	steps     int
 	// refAlone: the schema's draft (3 to 7) ignores the siblings of $ref.
 	refAlone bool
+	// orderBudget is what is left of anyOrderBudget for objects larger
+	// than maxAnyOrder.
+	orderBudget int
 	// Shared symbols, made on first use.
 	value, str, char, num sym0
 }
@@ -1090,6 +1093,10 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 	if len(members) <= maxAnyOrder {
 		return c.b.Seq("object", B('{'), c.anyOrder(members, extraOK, extraMember, deps, counts), B('}')), nil
 	}
+	if cost := len(members) << len(members); len(members) <= maxBudgetedOrder && cost <= anyOrderBudget-c.orderBudget {
+		c.orderBudget += cost
+		return c.b.Seq("object", B('{'), c.anyOrder(members, extraOK, extraMember, nil, propertyCounts{min: 0, max: -1}), B('}')), nil
+	}
 	return c.b.Seq("object", B('{'), after(0, true), B('}')), nil
 }
 
@@ -1155,6 +1162,15 @@ const maxCountedProperties = 64
 // most once, the required ones before the end), n·2ⁿ alternatives. Objects
 // with more take them in the schema's order.
 const maxAnyOrder = 6
+
+// Objects of up to maxBudgetedOrder declared properties take them in any
+// order too while the schema's larger objects together cost at most
+// anyOrderBudget alternatives (n·2ⁿ each); beyond that, in order (a
+// stricter grammar, never a looser one).
+const (
+	maxBudgetedOrder = 10
+	anyOrderBudget   = 1 << 15
+)
 
 // orderMember is a declared property's member symbol ("name":value).
 type orderMember struct {
