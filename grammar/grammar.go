@@ -233,7 +233,9 @@ func (b *Builder) JSONText() Sym {
 }
 
 // Grammar is a built, immutable grammar: productions indexed for an Earley
-// recognizer. It is safe for concurrent use.
+// recognizer. It is safe for concurrent use: the one thing that changes
+// inside it is the mask cache (states of the grammar met by masks, their
+// byte transitions and masks), which synchronizes itself.
 type Grammar struct {
 	start    int32
 	names    []string
@@ -243,6 +245,8 @@ type Grammar struct {
 	// textProds are the recursive productions R → R c of the JSONText
 	// rules: a set holding [R → R . c] is inside free JSON string content.
 	textProds []int32
+	// cache holds what masks learn about the grammar (see stateCache).
+	cache *stateCache
 }
 
 type prod struct {
@@ -306,6 +310,7 @@ func (b *Builder) Build(start int) (*Grammar, error) {
 			}
 		}
 	}
+	g.cache = newStateCache()
 	return g, nil
 }
 

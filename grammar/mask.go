@@ -31,6 +31,10 @@ type Vocab struct {
 	// 63: 63 or more); plain are the tokens with plainFrom 0.
 	pfBits []uint64
 	plain  Mask
+	// plainIDs[plainAt[n]:plainAt[n+1]] are the tokens whose plain tail
+	// starts right after node n: those below n with plainFrom n's depth.
+	plainAt  []int32
+	plainIDs []int32
 }
 
 type trieNode struct {
@@ -91,6 +95,33 @@ func NewVocab(tokens [][]byte, eos []int32) *Vocab {
 		}
 	}
 	dfs(0)
+	// Each token with a plain tail under the node of its bytes before it.
+	at := make([]int32, len(tokens))
+	v.plainAt = make([]int32, len(v.nodes)+1)
+	for id, bs := range tokens {
+		at[id] = -1
+		if len(bs) == 0 {
+			continue
+		}
+		n := int32(0)
+		for _, c := range bs[:plainFrom(bs)] {
+			i, _ := slices.BinarySearch(v.nodes[n].bytes, c)
+			n = v.nodes[n].children[i]
+		}
+		at[id] = n
+		v.plainAt[n+1]++
+	}
+	for n := range v.nodes {
+		v.plainAt[n+1] += v.plainAt[n]
+	}
+	v.plainIDs = make([]int32, v.plainAt[len(v.nodes)])
+	fill := slices.Clone(v.plainAt[:len(v.nodes)])
+	for id, n := range at {
+		if n >= 0 {
+			v.plainIDs[fill[n]] = int32(id)
+			fill[n]++
+		}
+	}
 	return v
 }
 
@@ -182,60 +213,135 @@ func (m Mask) Count() int {
 // Fill sets in dst (cleared first; len NewMask(v.Size())) the tokens the
 // matcher's grammar allows next: those whose every byte it takes from here,
 // and the EOS tokens where it can end. The matcher is left where it was.
+//
+// The walk follows the grammar's states (dstate) where it has met them
+// before and runs the Matcher only to learn a new transition; a state's
+// whole mask is cached once its walk was not trivial. Fill is safe to call
+// concurrently on matchers of one grammar (each matcher by one goroutine).
 func (v *Vocab) Fill(m *Matcher, dst Mask) {
+	d := m.g.cache.set()
+	root := d.state(m)
+	if cm := root.mask.Load(); cm != nil && cm.v == v && len(cm.m) == len(dst) {
+		copy(dst, cm.m)
+		root.used.Store(true)
+		return
+	}
 	clear(dst)
-	if m.CanEnd() {
+	if root.canEnd {
 		for _, id := range v.eos {
 			dst.Set(id)
 		}
 	}
 	covered := -1
-	if m.InText() {
+	if root.inText {
 		for i, w := range v.plain {
 			dst[i] |= w
 		}
 		covered = 0
 	}
-	v.walk(m, 0, 0, covered, dst)
+	w := walker{v: v, d: d, m: m, base: m.Mark(), dst: dst}
+	w.walk(0, root, 0, covered)
+	m.Reset(w.base)
+	if w.visits >= maskMinVisits {
+		d.storeMask(root, v, dst)
+	}
 }
 
-// walk takes the children of trie node n (at depth bytes) that the
-// grammar allows. Inside free string content a token whose bytes from
+// walker is one mask's walk over the trie. The Matcher lags behind it: it
+// has taken mpath (bytes past base), which agrees with the walk's path only
+// as far as the last transition the walk had to learn.
+type walker struct {
+	v      *Vocab
+	d      *stateSet
+	m      *Matcher
+	base   int
+	path   []byte // bytes from the trie's root to the node being walked
+	mpath  []byte // bytes the matcher has taken past base
+	dst    Mask
+	visits int
+}
+
+// walk takes the children of trie node n (at depth bytes, in state s) that
+// the grammar allows. Inside free string content a token whose bytes from
 // here on are plain is allowed without walking it: covered is the depth up
 // to which such tokens below n are already set (-1: none), and a child
 // below which every token is set is skipped.
-func (v *Vocab) walk(m *Matcher, n int32, depth, covered int, dst Mask) {
+func (w *walker) walk(n int32, s *dstate, depth, covered int) {
+	v := w.v
 	nd := &v.nodes[n]
-	if depth > covered && m.InText() {
+	if depth > covered && s.inText {
 		var want uint64
 		for j := covered + 1; j <= depth && j < 64; j++ {
 			want |= 1 << j
 		}
-		if v.pfBits[n]&want != 0 {
+		if depth >= 63 {
+			want |= 1 << 63
+		}
+		if covered == depth-1 {
+			// The common case, tokens whose tail starts here: a list.
+			for _, id := range v.plainIDs[v.plainAt[n]:v.plainAt[n+1]] {
+				w.dst.Set(id)
+			}
+		} else if v.pfBits[n]&want != 0 {
 			for i := v.lo[n]; i < v.hi[n]; i++ {
 				if pf := int(v.plainFrom[i]); pf > covered && pf <= depth {
-					dst.Set(v.order[i])
+					w.dst.Set(v.order[i])
 				}
 			}
 		}
 		covered = depth
 	}
-	allowed := m.Allowed()
-	for i, c := range nd.bytes {
-		child := nd.children[i]
-		if !allowed.Has(c) || int(v.maxPlainFrom[child]) <= covered {
-			continue
-		}
-		mark := m.Mark()
-		if !m.Advance(c) {
-			continue
-		}
-		for _, id := range v.nodes[child].tokens {
-			dst.Set(id)
-		}
-		if len(v.nodes[child].bytes) > 0 {
-			v.walk(m, child, depth+1, covered, dst)
-		}
-		m.Reset(mark)
+	if len(w.path) == depth {
+		w.path = append(w.path, 0)
 	}
+	for i, c := range nd.bytes {
+		if !s.allowed.Has(c) {
+			continue
+		}
+		child := nd.children[i]
+		if int(v.maxPlainFrom[child]) <= covered {
+			continue
+		}
+		w.visits++
+		t := s.next[s.slot(c)].Load()
+		if t == nil {
+			t = w.learn(s, depth, c)
+		}
+		cn := &v.nodes[child]
+		for _, id := range cn.tokens {
+			w.dst.Set(id)
+		}
+		if len(cn.bytes) > 0 {
+			w.path[depth] = c
+			w.walk(child, t, depth+1, covered)
+		}
+	}
+}
+
+// learn runs the Matcher to find the state that byte c leads to from s,
+// the state of the path's first depth bytes, and records the transition.
+func (w *walker) learn(s *dstate, depth int, c byte) *dstate {
+	m := w.m
+	l := 0
+	for l < len(w.mpath) && l < depth && w.mpath[l] == w.path[l] {
+		l++
+	}
+	m.Reset(w.base + l)
+	w.mpath = w.mpath[:l]
+	for _, b := range w.path[l:depth] {
+		w.advance(b)
+	}
+	w.advance(c)
+	t := w.d.state(m)
+	s.next[s.slot(c)].Store(t)
+	return t
+}
+
+func (w *walker) advance(c byte) {
+	if !w.m.Advance(c) {
+		// The states' transitions are the Matcher's: a byte a state
+		// allows is one every set of its signature takes.
+		panic("grammar: a mask walk's state and its matcher disagree")
+	}
+	w.mpath = append(w.mpath, c)
 }

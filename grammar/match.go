@@ -13,6 +13,9 @@ type Matcher struct {
 	starts []int
 	// allowed[k] are the bytes set k can take next.
 	allowed []ByteSet
+	// sigs[k] is set k's structural signature (setSig): sets with equal
+	// signatures accept the same continuations.
+	sigs []sig
 	// seen holds the items of the set being built: an open-addressing
 	// table of indices into items (+1; 0 is empty), stamped by gen so
 	// that starting a new set does not clear it.
@@ -120,6 +123,7 @@ func (m *Matcher) close() {
 		}
 	}
 	m.allowed = append(m.allowed, next)
+	m.sigs = append(m.sigs, m.setSig(k))
 	m.gen++
 	m.nseen = 0
 	if m.gen == 0 { // wrapped: stamps of old sets would look current
@@ -215,4 +219,5 @@ func (m *Matcher) Reset(mark int) {
 	m.items = m.items[:m.starts[mark+1]]
 	m.starts = m.starts[:mark+1]
 	m.allowed = m.allowed[:mark+1]
+	m.sigs = m.sigs[:mark+1]
 }
