@@ -111,19 +111,27 @@ const (
 // when it outgrows stateBudget). It is safe for concurrent use.
 type stateCache struct {
 	cur atomic.Pointer[stateSet]
+	// The bounds, stateBudget and maskBudget but for tests; masks off,
+	// only transitions are learnt (tests of the walk over learnt states).
+	stateBudget, maskBudget int
+	noMasks                 bool
 }
 
 func newStateCache() *stateCache {
-	c := &stateCache{}
-	c.cur.Store(newStateSet())
+	c := &stateCache{stateBudget: stateBudget, maskBudget: maskBudget}
+	c.cur.Store(c.newSet())
 	return c
+}
+
+func (c *stateCache) newSet() *stateSet {
+	return &stateSet{states: map[sig]*dstate{}, stateBudget: c.stateBudget, maskBudget: c.maskBudget, noMasks: c.noMasks}
 }
 
 // set returns the current stateSet, a fresh one when the last is full.
 func (c *stateCache) set() *stateSet {
 	d := c.cur.Load()
 	if d.full.Load() {
-		fresh := newStateSet()
+		fresh := c.newSet()
 		if c.cur.CompareAndSwap(d, fresh) {
 			return fresh
 		}
@@ -135,6 +143,9 @@ func (c *stateCache) set() *stateSet {
 // stateSet holds states by signature, and the ring of states that hold a
 // mask.
 type stateSet struct {
+	stateBudget, maskBudget int
+	noMasks                 bool
+
 	mu     sync.Mutex
 	states map[sig]*dstate
 	bytes  int
@@ -144,8 +155,6 @@ type stateSet struct {
 	ring   []*dstate
 	hand   int
 }
-
-func newStateSet() *stateSet { return &stateSet{states: map[sig]*dstate{}} }
 
 // state returns the state of m's last set, made when new.
 func (d *stateSet) state(m *Matcher) *dstate {
@@ -164,7 +173,7 @@ func (d *stateSet) state(m *Matcher) *dstate {
 	}
 	s.next = make([]atomic.Pointer[dstate], n)
 	d.states[key] = s
-	if d.bytes += 160 + 8*n; d.bytes > stateBudget {
+	if d.bytes += 160 + 8*n; d.bytes > d.stateBudget {
 		d.full.Store(true)
 	}
 	return s
@@ -172,8 +181,8 @@ func (d *stateSet) state(m *Matcher) *dstate {
 
 // storeMask caches mask (over v) as s's.
 func (d *stateSet) storeMask(s *dstate, v *Vocab, mask Mask) {
-	capacity := maskBudget / (8*len(mask) + 1)
-	if capacity == 0 {
+	capacity := d.maskBudget / (8 * len(mask))
+	if capacity == 0 || d.noMasks {
 		return
 	}
 	cm := &cachedMask{v: v, m: append(Mask(nil), mask...)}
