@@ -7,26 +7,37 @@ import (
 )
 
 // Vocab is a tokenizer's vocabulary as a trie of the tokens' bytes: a mask
-// is computed by walking it with a Matcher, so tokens that share a prefix
-// share its work and a byte the grammar refuses prunes every token below it
-// at once. It is immutable and safe for concurrent use.
+// is computed by walking it, so tokens that share a prefix share its work
+// and a byte the grammar refuses prunes every token below it at once. It
+// is immutable and safe for concurrent use.
+//
+// The trie is flat, for the walk's sake: nodes are numbered in depth-first
+// order (a node's first child is the next node) and hold what the walk
+// reads of a child in 16 bytes, edges are two arrays, so that a walk reads
+// few cache lines per node.
 type Vocab struct {
-	size  int
-	nodes []trieNode
+	size int
+	// nodes[n] for n < Nodes(), and a sentinel whose edges ends the last
+	// node's edges.
+	nodes []tnode
+	// The edges of node n, sorted by byte: ebyte[e] leads to echild[e]
+	// for e in nodes[n].edges..nodes[n+1].edges.
+	ebyte  []byte
+	echild []int32
 	// eos are the tokens allowed where the grammar can end. Tokens with
 	// no bytes are never allowed: they would let a sequence run without
 	// progress.
 	eos []int32
+	// order holds the tokens in depth-first order: node n's subtree is
+	// order[nodes[n].lo:hi[n]], beginning with the tokens that end at n,
+	// order[nodes[n].lo:nodes[n].tokEnd].
+	order []int32
+	hi    []int32
 	// The fast path inside free JSON string content (Matcher.InText),
 	// where a token whose remaining bytes are plain (isPlain) is allowed
-	// without walking it: order holds the tokens in depth-first order,
-	// node n's subtree is order[lo[n]:hi[n]], plainFrom[i] is where
-	// order[i]'s plain tail starts, maxPlainFrom[n] the largest in n's
-	// subtree.
-	order        []int32
-	plainFrom    []uint16
-	lo, hi       []int32
-	maxPlainFrom []uint16
+	// without walking it: plainFrom[i] is where order[i]'s plain tail
+	// starts, nodes[n].maxPF the largest in n's subtree.
+	plainFrom []uint16
 	// pfBits[n] has bit j set when a token below n has plainFrom j (bit
 	// 63: 63 or more); plain are the tokens with plainFrom 0.
 	pfBits []uint64
@@ -37,85 +48,130 @@ type Vocab struct {
 	plainIDs []int32
 }
 
-type trieNode struct {
-	// edges to children, sorted by byte.
-	bytes    []byte
-	children []int32
-	// tokens ending here.
-	tokens []int32
+// tnode is what a walk reads of a trie node.
+type tnode struct {
+	edges      int32  // its first edge
+	lo, tokEnd int32  // its tokens, order[lo:tokEnd]
+	maxPF      uint16 // the largest plainFrom below it
+	_          uint16
 }
 
 // NewVocab builds the trie of tokens, where tokens[id] are token id's bytes
 // (nil: a token never allowed by a grammar, such as a special token) and
 // eos are the ids that end a sequence (allowed where the grammar can end).
 func NewVocab(tokens [][]byte, eos []int32) *Vocab {
-	v := &Vocab{size: len(tokens), nodes: []trieNode{{}}, eos: slices.Clone(eos)}
+	// A trie of nodes with child lists first, then laid out flat.
+	type node struct {
+		bytes    []byte
+		children []int32
+		tokens   []int32
+	}
+	tr := []node{{}}
 	for id, bs := range tokens {
 		if len(bs) == 0 {
 			continue
 		}
 		n := int32(0)
 		for _, c := range bs {
-			i, found := slices.BinarySearch(v.nodes[n].bytes, c)
+			i, found := slices.BinarySearch(tr[n].bytes, c)
 			if !found {
-				child := int32(len(v.nodes))
-				v.nodes = append(v.nodes, trieNode{})
-				nd := &v.nodes[n]
+				child := int32(len(tr))
+				tr = append(tr, node{})
+				nd := &tr[n]
 				nd.bytes = slices.Insert(nd.bytes, i, c)
 				nd.children = slices.Insert(nd.children, i, child)
 			}
-			n = v.nodes[n].children[i]
+			n = tr[n].children[i]
 		}
-		v.nodes[n].tokens = append(v.nodes[n].tokens, int32(id))
+		tr[n].tokens = append(tr[n].tokens, int32(id))
 	}
-	// Tokens in depth-first order, each node's subtree a range of it, and
-	// for each token where its plain tail starts.
-	v.lo, v.hi = make([]int32, len(v.nodes)), make([]int32, len(v.nodes))
-	v.maxPlainFrom = make([]uint16, len(v.nodes))
-	v.pfBits = make([]uint64, len(v.nodes))
-	v.plain = NewMask(v.size)
-	var dfs func(n int32)
-	dfs = func(n int32) {
-		v.lo[n] = int32(len(v.order))
-		for _, id := range v.nodes[n].tokens {
+	nn := len(tr)
+	v := &Vocab{
+		size:   len(tokens),
+		eos:    slices.Clone(eos),
+		nodes:  make([]tnode, nn+1),
+		ebyte:  make([]byte, 0, nn-1),
+		echild: make([]int32, 0, nn-1),
+		hi:     make([]int32, nn),
+		pfBits: make([]uint64, nn),
+		plain:  NewMask(len(tokens)),
+	}
+	// Depth-first: number the nodes, lay out tokens and edges. at[id] is
+	// the node after which token id's plain tail starts.
+	at := make([]int32, len(tokens))
+	for i := range at {
+		at[i] = -1
+	}
+	next := int32(0)
+	var path []byte
+	oldOf := make([]int32, nn)
+	var dfs func(old int32) int32
+	dfs = func(old int32) int32 {
+		n := next
+		next++
+		oldOf[n] = old
+		nd := &tr[old]
+		v.nodes[n].lo = int32(len(v.order))
+		for _, id := range nd.tokens {
 			pf := plainFrom(tokens[id])
 			v.order = append(v.order, id)
 			v.plainFrom = append(v.plainFrom, pf)
 			if pf == 0 {
 				v.plain.Set(id)
 			}
+			if int(pf) == len(path) {
+				at[id] = n
+			}
 		}
-		for _, c := range v.nodes[n].children {
-			dfs(c)
+		v.nodes[n].tokEnd = int32(len(v.order))
+		// Edges are laid out after the subtrees are numbered; keep them.
+		kids := make([]int32, len(nd.children))
+		for i, c := range nd.children {
+			path = append(path, nd.bytes[i])
+			kids[i] = dfs(c)
+			path = path[:len(path)-1]
 		}
 		v.hi[n] = int32(len(v.order))
-		for _, pf := range v.plainFrom[v.lo[n]:v.hi[n]] {
-			v.maxPlainFrom[n] = max(v.maxPlainFrom[n], pf)
-			v.pfBits[n] |= 1 << min(pf, 63)
+		var maxPF uint16
+		var pfb uint64
+		for _, pf := range v.plainFrom[v.nodes[n].lo:v.hi[n]] {
+			maxPF = max(maxPF, pf)
+			pfb |= 1 << min(pf, 63)
 		}
+		v.nodes[n].maxPF, v.pfBits[n] = maxPF, pfb
+		tr[old].children = kids // new numbers
+		return n
 	}
 	dfs(0)
-	// Each token with a plain tail under the node of its bytes before it.
-	at := make([]int32, len(tokens))
-	v.plainAt = make([]int32, len(v.nodes)+1)
+	for n, old := range oldOf {
+		v.nodes[n].edges = int32(len(v.ebyte))
+		v.ebyte = append(v.ebyte, tr[old].bytes...)
+		v.echild = append(v.echild, tr[old].children...)
+	}
+	v.nodes[nn].edges = int32(len(v.ebyte))
+	// Tokens whose plain tail starts inside them sit under the node of
+	// their bytes before it.
 	for id, bs := range tokens {
-		at[id] = -1
-		if len(bs) == 0 {
+		if len(bs) == 0 || at[id] >= 0 {
 			continue
 		}
 		n := int32(0)
 		for _, c := range bs[:plainFrom(bs)] {
-			i, _ := slices.BinarySearch(v.nodes[n].bytes, c)
-			n = v.nodes[n].children[i]
+			n = v.child(n, c)
 		}
 		at[id] = n
-		v.plainAt[n+1]++
 	}
-	for n := range v.nodes {
+	v.plainAt = make([]int32, nn+1)
+	for _, n := range at {
+		if n >= 0 {
+			v.plainAt[n+1]++
+		}
+	}
+	for n := range nn {
 		v.plainAt[n+1] += v.plainAt[n]
 	}
-	v.plainIDs = make([]int32, v.plainAt[len(v.nodes)])
-	fill := slices.Clone(v.plainAt[:len(v.nodes)])
+	v.plainIDs = make([]int32, v.plainAt[nn])
+	fill := slices.Clone(v.plainAt[:nn])
 	for id, n := range at {
 		if n >= 0 {
 			v.plainIDs[fill[n]] = int32(id)
@@ -123,6 +179,12 @@ func NewVocab(tokens [][]byte, eos []int32) *Vocab {
 		}
 	}
 	return v
+}
+// child is node n's child by byte c, which it has.
+func (v *Vocab) child(n int32, c byte) int32 {
+	e0, e1 := v.nodes[n].edges, v.nodes[n+1].edges
+	i, _ := slices.BinarySearch(v.ebyte[e0:e1], c)
+	return v.echild[e0+int32(i)]
 }
 
 // plainFrom is the first offset from which bs is plain (isPlain) at a
@@ -187,7 +249,7 @@ func validStart(bs []byte) bool {
 func (v *Vocab) Size() int { return v.size }
 
 // Nodes is the number of trie nodes.
-func (v *Vocab) Nodes() int { return len(v.nodes) }
+func (v *Vocab) Nodes() int { return len(v.nodes) - 1 }
 
 // Mask is a set of token ids, one bit each.
 type Mask []uint64
@@ -268,24 +330,25 @@ type walker struct {
 // below which every token is set is skipped.
 func (w *walker) walk(n int32, s *dstate, depth, covered int) {
 	v := w.v
-	nd := &v.nodes[n]
 	if depth > covered && s.inText {
-		var want uint64
-		for j := covered + 1; j <= depth && j < 64; j++ {
-			want |= 1 << j
-		}
-		if depth >= 63 {
-			want |= 1 << 63
-		}
 		if covered == depth-1 {
 			// The common case, tokens whose tail starts here: a list.
 			for _, id := range v.plainIDs[v.plainAt[n]:v.plainAt[n+1]] {
 				w.dst.Set(id)
 			}
-		} else if v.pfBits[n]&want != 0 {
-			for i := v.lo[n]; i < v.hi[n]; i++ {
-				if pf := int(v.plainFrom[i]); pf > covered && pf <= depth {
-					w.dst.Set(v.order[i])
+		} else {
+			var want uint64
+			for j := covered + 1; j <= depth && j < 64; j++ {
+				want |= 1 << j
+			}
+			if depth >= 63 {
+				want |= 1 << 63
+			}
+			if v.pfBits[n]&want != 0 {
+				for i := v.nodes[n].lo; i < v.hi[n]; i++ {
+					if pf := int(v.plainFrom[i]); pf > covered && pf <= depth {
+						w.dst.Set(v.order[i])
+					}
 				}
 			}
 		}
@@ -294,12 +357,14 @@ func (w *walker) walk(n int32, s *dstate, depth, covered int) {
 	if len(w.path) == depth {
 		w.path = append(w.path, 0)
 	}
-	for i, c := range nd.bytes {
+	e0, e1 := v.nodes[n].edges, v.nodes[n+1].edges
+	for e, c := range v.ebyte[e0:e1] {
 		if !s.allowed.Has(c) {
 			continue
 		}
-		child := nd.children[i]
-		if int(v.maxPlainFrom[child]) <= covered {
+		child := v.echild[int(e0)+e]
+		cn := &v.nodes[child]
+		if int(cn.maxPF) <= covered {
 			continue
 		}
 		w.visits++
@@ -307,11 +372,10 @@ func (w *walker) walk(n int32, s *dstate, depth, covered int) {
 		if t == nil {
 			t = w.learn(s, depth, c)
 		}
-		cn := &v.nodes[child]
-		for _, id := range cn.tokens {
+		for _, id := range v.order[cn.lo:cn.tokEnd] {
 			w.dst.Set(id)
 		}
-		if len(cn.bytes) > 0 {
+		if v.nodes[child+1].edges > cn.edges {
 			w.path[depth] = c
 			w.walk(child, t, depth+1, covered)
 		}
