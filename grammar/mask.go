@@ -180,6 +180,7 @@ func NewVocab(tokens [][]byte, eos []int32) *Vocab {
 	}
 	return v
 }
+
 // child is node n's child by byte c, which it has.
 func (v *Vocab) child(n int32, c byte) int32 {
 	e0, e1 := v.nodes[n].edges, v.nodes[n+1].edges
