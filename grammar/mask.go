@@ -302,7 +302,7 @@ func (v *Vocab) Fill(m *Matcher, dst Mask) {
 		}
 		covered = 0
 	}
-	w := walker{v: v, d: d, m: m, base: m.Mark(), dst: dst}
+	w := walker{v: v, d: d, m: m, cls: &m.g.cls, base: m.Mark(), dst: dst}
 	w.walk(0, root, 0, covered)
 	m.Reset(w.base)
 	if w.visits >= maskMinVisits {
@@ -317,6 +317,7 @@ type walker struct {
 	v      *Vocab
 	d      *stateSet
 	m      *Matcher
+	cls    *[256]uint8
 	base   int
 	path   []byte // bytes from the trie's root to the node being walked
 	mpath  []byte // bytes the matcher has taken past base
@@ -369,7 +370,7 @@ func (w *walker) walk(n int32, s *dstate, depth, covered int) {
 			continue
 		}
 		w.visits++
-		t := s.next[s.slot(c)].Load()
+		t := s.next[s.slot(w.cls[c])].Load()
 		if t == nil {
 			t = w.learn(s, depth, c)
 		}
@@ -384,7 +385,8 @@ func (w *walker) walk(n int32, s *dstate, depth, covered int) {
 }
 
 // learn runs the Matcher to find the state that byte c leads to from s,
-// the state of the path's first depth bytes, and records the transition.
+// the state of the path's first depth bytes, and records the transition
+// for c's class.
 func (w *walker) learn(s *dstate, depth int, c byte) *dstate {
 	m := w.m
 	l := 0
@@ -398,7 +400,7 @@ func (w *walker) learn(s *dstate, depth int, c byte) *dstate {
 	}
 	w.advance(c)
 	t := w.d.state(m)
-	s.next[s.slot(c)].Store(t)
+	s.next[s.slot(w.cls[c])].Store(t)
 	return t
 }
 

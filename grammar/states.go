@@ -69,13 +69,15 @@ func (m *Matcher) setSig(k int32) sig {
 // is made.
 type dstate struct {
 	allowed ByteSet
-	// rank[w] is the number of allowed bytes below 64*w: next's index for
-	// byte c is rank[c>>6] plus the allowed bytes below c in its word.
-	rank   [4]uint16
+	// classes are the byte classes (Grammar.cls) of allowed; rank[w] is
+	// the number of them below 64*w: next's index for class x is
+	// rank[x>>6] plus the classes below x in its word.
+	classes ByteSet
+	rank    [4]uint16
 	canEnd bool
 	inText bool
-	// next[i] is the state after the i-th allowed byte; nil until a walk
-	// has taken it.
+	// next[i] is the state after the bytes of the i-th allowed class;
+	// nil until a walk has taken one of them.
 	next []atomic.Pointer[dstate]
 	// mask is this state's whole mask over one vocabulary, when cached;
 	// used is set when it is read (the CLOCK bit of the mask cache).
@@ -88,10 +90,10 @@ type cachedMask struct {
 	m Mask
 }
 
-// slot is next's index for byte c, which s allows.
-func (s *dstate) slot(c byte) int {
-	w := c >> 6
-	return int(s.rank[w]) + bits.OnesCount64(s.allowed[w]&(1<<(c&63)-1))
+// slot is next's index for class x, which s allows.
+func (s *dstate) slot(x uint8) int {
+	w := x >> 6
+	return int(s.rank[w]) + bits.OnesCount64(s.classes[w]&(1<<(x&63)-1))
 }
 
 // Bounds of a grammar's state cache. A state costs its struct, a map entry
@@ -166,14 +168,19 @@ func (d *stateSet) state(m *Matcher) *dstate {
 		return s
 	}
 	s := &dstate{allowed: m.allowed[k], canEnd: m.CanEnd(), inText: m.InText()}
+	for c := range 256 {
+		if s.allowed.Has(byte(c)) {
+			s.classes.Add(m.g.cls[c])
+		}
+	}
 	n := 0
 	for w := range 4 {
 		s.rank[w] = uint16(n)
-		n += bits.OnesCount64(s.allowed[w])
+		n += bits.OnesCount64(s.classes[w])
 	}
 	s.next = make([]atomic.Pointer[dstate], n)
 	d.states[key] = s
-	if d.bytes += 160 + 8*n; d.bytes > d.stateBudget {
+	if d.bytes += 200 + 8*n; d.bytes > d.stateBudget {
 		d.full.Store(true)
 	}
 	return s
