@@ -32,6 +32,8 @@ type Matcher struct {
 	seen  []itemSlot
 	nseen int
 	gen   uint32
+	// predicted[nt] is the gen of the last set that predicted nt.
+	predicted []uint32
 }
 
 type itemSlot struct {
@@ -80,7 +82,7 @@ func (m *Matcher) waitsFor(o, nt int32) []waiter {
 
 // NewMatcher starts a match of g at its start symbol.
 func NewMatcher(g *Grammar) *Matcher {
-	m := &Matcher{g: g, seen: make([]itemSlot, 64), gen: 1}
+	m := &Matcher{g: g, seen: make([]itemSlot, 64), gen: 1, predicted: make([]uint32, len(g.byLHS))}
 	m.starts = append(m.starts, 0)
 	m.add(item{prod: g.byLHS[g.start][0]})
 	m.close()
@@ -162,13 +164,17 @@ func (m *Matcher) close() {
 			}
 			continue
 		}
-		s := p.rhs[it.dot]
+		s := &p.rhs[it.dot]
 		if s.Terminal() {
 			next.Union(s.Set)
 			continue
 		}
-		for _, q := range m.g.byLHS[s.NT] {
-			m.add(item{q, 0, k})
+		if m.predicted[s.NT] != m.gen {
+			// Once per nonterminal and set: its items are there after.
+			m.predicted[s.NT] = m.gen
+			for _, q := range m.g.byLHS[s.NT] {
+				m.add(item{q, 0, k})
+			}
 		}
 		if m.g.nullable[s.NT] {
 			m.add(item{it.prod, it.dot + 1, it.origin})
@@ -186,6 +192,7 @@ func (m *Matcher) close() {
 	m.nseen = 0
 	if m.gen == 0 { // wrapped: stamps of old sets would look current
 		clear(m.seen)
+		clear(m.predicted)
 		m.gen = 1
 	}
 }
