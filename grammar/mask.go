@@ -42,6 +42,8 @@ type Vocab struct {
 	// 63: 63 or more); plain are the tokens with plainFrom 0.
 	pfBits []uint64
 	plain  Mask
+	// plain0[e] is the number of plain tokens below the root's edge e.
+	plain0 []int32
 	// plainIDs[plainAt[n]:plainAt[n+1]] are the tokens whose plain tail
 	// starts right after node n: those below n with plainFrom n's depth.
 	plainAt  []int32
@@ -149,6 +151,16 @@ func NewVocab(tokens [][]byte, eos []int32) *Vocab {
 		v.echild = append(v.echild, tr[old].children...)
 	}
 	v.nodes[nn].edges = int32(len(v.ebyte))
+	for e := v.nodes[0].edges; e < v.nodes[1].edges; e++ {
+		n := 0
+		child := v.echild[e]
+		for i := v.nodes[child].lo; i < v.hi[child]; i++ {
+			if v.plainFrom[i] == 0 {
+				n++
+			}
+		}
+		v.plain0 = append(v.plain0, int32(n))
+	}
 	// Tokens whose plain tail starts inside them sit under the node of
 	// their bytes before it.
 	for id, bs := range tokens {
@@ -290,19 +302,21 @@ func (v *Vocab) Fill(m *Matcher, dst Mask) {
 		return
 	}
 	clear(dst)
-	if root.canEnd {
-		for _, id := range v.eos {
-			dst.Set(id)
-		}
-	}
+	w := walker{v: v, d: d, m: m, cls: &m.g.cls, base: m.Mark(), dst: dst}
 	covered := -1
 	if root.inText {
 		for i, w := range v.plain {
 			dst[i] |= w
 		}
 		covered = 0
+	} else {
+		w.plainChildren(root)
 	}
-	w := walker{v: v, d: d, m: m, cls: &m.g.cls, base: m.Mark(), dst: dst}
+	if root.canEnd {
+		for _, id := range v.eos {
+			dst.Set(id)
+		}
+	}
 	w.walk(0, root, 0, covered)
 	m.Reset(w.base)
 	if w.visits >= maskMinVisits {
@@ -323,6 +337,65 @@ type walker struct {
 	mpath  []byte // bytes the matcher has taken past base
 	dst    Mask
 	visits int
+	// inText are the bytes whose child of the root is inside free text
+	// (where the root is not): plainChildren has set the plain tokens
+	// below them (Vocab.plain0), so they are walked as if covered to 0.
+	inText ByteSet
+}
+
+// plainChildren sets, where the root is not inside free text, the plain
+// tokens (plainFrom 0) below each child of the root that is: where a key
+// may be any string but begins with a character of no known key, say.
+// The walk would find them child by child, looking at every token below;
+// here they are set all at once (or, where few children are not in text,
+// every plain token is set and those below the others cleared). It runs
+// before anything else sets dst.
+func (w *walker) plainChildren(s *dstate) {
+	v := w.v
+	var in, out int
+	e0, e1 := v.nodes[0].edges, v.nodes[1].edges
+	for e, c := range v.ebyte[e0:e1] {
+		n0 := int(v.plain0[int(e0)+e])
+		if n0 == 0 || !s.allowed.Has(c) {
+			out += n0
+			continue
+		}
+		t := s.next[s.slot(w.cls[c])].Load()
+		if t == nil {
+			t = w.learn(s, 0, c)
+		}
+		if t.inText {
+			w.inText.Add(c)
+			in += n0
+		} else {
+			out += n0
+		}
+	}
+	if in == 0 {
+		return
+	}
+	set := out < in
+	if set {
+		for i, x := range v.plain {
+			w.dst[i] |= x
+		}
+	}
+	for e, c := range v.ebyte[e0:e1] {
+		if v.plain0[int(e0)+e] == 0 || w.inText.Has(c) == set {
+			continue
+		}
+		child := v.echild[int(e0)+e]
+		for i := v.nodes[child].lo; i < v.hi[child]; i++ {
+			if v.plainFrom[i] == 0 {
+				id := v.order[i]
+				if set {
+					w.dst[id>>6] &^= 1 << (id & 63)
+				} else {
+					w.dst.Set(id)
+				}
+			}
+		}
+	}
 }
 
 // walk takes the children of trie node n (at depth bytes, in state s) that
@@ -366,7 +439,11 @@ func (w *walker) walk(n int32, s *dstate, depth, covered int) {
 		}
 		child := v.echild[int(e0)+e]
 		cn := &v.nodes[child]
-		if int(cn.maxPF) <= covered {
+		cov := covered
+		if depth == 0 && w.inText.Has(c) {
+			cov = 0
+		}
+		if int(cn.maxPF) <= cov {
 			continue
 		}
 		w.visits++
@@ -379,7 +456,7 @@ func (w *walker) walk(n int32, s *dstate, depth, covered int) {
 		}
 		if v.nodes[child+1].edges > cn.edges {
 			w.path[depth] = c
-			w.walk(child, t, depth+1, covered)
+			w.walk(child, t, depth+1, cov)
 		}
 	}
 }

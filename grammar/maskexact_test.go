@@ -97,6 +97,8 @@ var exactCases = []exactCase{
 },"required":["n"],"additionalProperties":{"type":"number"}}`,
 		`{"n":-5.25,"e":"y\"z","p":"abc-42","arr":[3,-1,0],"x1":1e-3,"x2":-0.5}`,
 		`{"n":99.999,"e":null,"arr":[10]}`),
+	schemaCase("pattern prefix", `{"type":"array","items":{"type":"string","pattern":"^[^b\\u00e9]"}}`,
+		`["abc","\u00e8x","中\"b"]`),
 	{"regex", func(t *testing.T) *Grammar {
 		return regexGrammar(t, `^(([a-z]+)@(ex|exa)\.(com|org)|\d{3}-\d{4}|[α-ω]+é?)$`, RegexOptions{Anchored: true})
 	}, []string{"abc@exa.org", "555-1234", "αβγé"}},
