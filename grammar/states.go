@@ -74,8 +74,8 @@ type dstate struct {
 	// rank[x>>6] plus the classes below x in its word.
 	classes ByteSet
 	rank    [4]uint16
-	canEnd bool
-	inText bool
+	canEnd  bool
+	inText  bool
 	// next[i] is the state after the bytes of the i-th allowed class;
 	// nil until a walk has taken one of them.
 	next []atomic.Pointer[dstate]
