@@ -1,6 +1,7 @@
 package grammar_test
 
 import (
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -38,8 +39,19 @@ func llamaVocab(tb testing.TB) (*tokenizer.Tokenizer, *grammar.Vocab) {
 // within the one output; warm-*: a second pass over the same grammar (a
 // server that keeps compiled grammars); walk-*: a fresh grammar with the
 // cache of whole masks off, every mask walked over the learnt states.
+// cache-KB is the grammar's mask cache after a pass (CacheStats), vocab-MB
+// the heap the Vocab takes.
 func BenchmarkMask(b *testing.B) {
 	tk, v := llamaVocab(b)
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	before := ms.HeapAlloc
+	v2 := grammar.NewVocab(tk.AllTokenBytes(), nil)
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	vocabMB := float64(ms.HeapAlloc-before) / (1 << 20)
+	runtime.KeepAlive(v2)
 	ids := tk.EncodeIDs(maskText, false)
 	mask := grammar.NewMask(v.Size())
 	pass := func(g *grammar.Grammar, times *[]time.Duration) {
@@ -62,10 +74,12 @@ func BenchmarkMask(b *testing.B) {
 		return g
 	}
 	var cold, warm, walk []time.Duration
+	var st grammar.CacheStats
 	b.ResetTimer()
 	for range b.N {
 		g := compile()
 		pass(g, &cold)
+		st = g.CacheStats()
 		pass(g, &warm)
 		g = compile()
 		grammar.NoMaskCache(g)
@@ -74,6 +88,10 @@ func BenchmarkMask(b *testing.B) {
 	reportQuantiles(b, "", cold)
 	reportQuantiles(b, "warm-", warm)
 	reportQuantiles(b, "walk-", walk)
+	b.ReportMetric(float64(st.Bytes)/1024, "cache-KB")
+	b.ReportMetric(float64(st.States), "states")
+	b.ReportMetric(float64(st.Masks), "masks")
+	b.ReportMetric(vocabMB, "vocab-MB")
 }
 
 // reportQuantiles reports p50 and p99 of times in µs, the metrics'

@@ -218,3 +218,30 @@ func (d *stateSet) storeMask(s *dstate, v *Vocab, mask Mask) {
 		d.hand = (d.hand + 1) % len(d.ring)
 	}
 }
+
+// CacheStats describes what a grammar's mask cache holds: the states its
+// masks have met (Earley sets told apart by signature, with the
+// transitions learnt between them), the whole masks cached, and about how
+// many bytes both take.
+type CacheStats struct {
+	States, Masks, Bytes int
+}
+
+// CacheStats reports g's mask cache. The cache is bounded: its states are
+// dropped past 8 MiB and learnt anew, its masks past 4 MiB (least recently
+// used first).
+func (g *Grammar) CacheStats() CacheStats {
+	d := g.cache.cur.Load()
+	d.mu.Lock()
+	st := CacheStats{States: len(d.states), Bytes: d.bytes}
+	d.mu.Unlock()
+	d.maskMu.Lock()
+	for _, s := range d.ring {
+		if cm := s.mask.Load(); cm != nil {
+			st.Masks++
+			st.Bytes += 8 * len(cm.m)
+		}
+	}
+	d.maskMu.Unlock()
+	return st
+}
