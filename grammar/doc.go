@@ -1,7 +1,7 @@
 // Package grammar is troupe's constrained-decoding engine: grammars whose
 // terminals are byte classes, a Matcher that follows one output through a
 // grammar byte by byte, and token masks computed by walking a trie of the
-// vocabulary's bytes with the Matcher.
+// vocabulary's bytes over the grammar's states, which the Matcher finds.
 //
 // # Why bytes, and why Earley
 //
@@ -17,17 +17,79 @@
 // Repetitions compile to left-recursive rules, which Earley runs in a
 // constant number of items per byte.
 //
+// # Masks: a walk over the vocabulary's trie
+//
+// A mask is the set of tokens whose every byte the grammar takes from the
+// matcher's state (and EOS where it can end). The Vocab is a trie of the
+// tokens' bytes, laid out flat in depth-first order, and Fill walks it from
+// the matcher's state: tokens that share a prefix share its work, and a
+// byte the state refuses prunes its whole subtree.
+//
+// # The grammar's states, learnt by the walks
+//
+// Running an Earley step per trie node is what made masks slow. But what
+// an Earley set can still accept depends only on its live items (those
+// with a symbol after the dot, and the start item that says the match can
+// end) and, through completion, on the live items of their origin sets,
+// recursively. So each set gets a 128-bit structural signature as it is
+// built (the sum of a hash of each live item's production, dot and origin
+// set's signature; Matcher.setSig), and sets with equal signatures are one
+// state of the grammar. The grammar keeps these states (stateCache): what
+// the walk needs of each (the bytes it takes, whether it can end, whether
+// it is in free text) and the state each byte class leads to, learnt the
+// first time a walk takes it. A walk follows learnt transitions (pointer
+// loads) and runs the Matcher only to learn a new one, replaying the
+// path's bytes from where the Matcher last agreed with it. Together the
+// states are a lazily built DFA of the grammar's viable prefixes: the
+// lexer layer of engines such as LLGuidance and XGrammar, found by the
+// Earley parser itself rather than declared by the grammar, so that it
+// covers keys, numbers, enums, patterns and GBNF alike. Bytes that every
+// terminal of the grammar takes or refuses together form a class
+// (Grammar.cls) and share transitions.
+//
+// A state's whole mask is cached too (up to 4 MiB of masks per grammar,
+// least recently used dropped first): the state inside a string value, at
+// an array's next element or an object's next key recurs along an output,
+// and recurring costs one 16 KiB copy. States are bounded (8 MiB per
+// grammar, then dropped and learnt anew) because a grammar with unbounded
+// nesting never stops making new ones. The cache is per grammar, safe for
+// concurrent Fills of several sequences (transitions and masks are atomic
+// pointers, a mutex guards the map of states). Grammar.CacheStats reports
+// it.
+//
+// Exactness rests on the signature: equal signatures mean equal futures
+// (up to a 2^-128 chance of a false match per pair of states), and a byte
+// class is taken to the identical set by every byte in it. Nothing else is
+// approximated: every mask is the walk's, cached or not. TestMaskExact and
+// TestMaskExactStates compare Fill with taking each token's bytes one by
+// one at every byte of outputs of JSON Schema, regex and GBNF grammars, on
+// a cold cache, a warm one, with transitions alone and with budgets so
+// small that states and masks are dropped all the time; TestMaskConcurrent
+// runs Fills at once.
+//
 // # Masks inside free strings
 //
-// Inside a JSON string of free content (Builder.JSONText) nearly every token
-// is allowed, and walking them all costs one Earley step per trie node. The
-// Vocab knows, for each token, from which byte on it is plain string content
-// (whole characters JSON writes raw, possibly ending inside one more); when
-// the walk reaches a node where the Matcher is inside free content, the
-// tokens below whose tail from there is plain are allowed at once (tokens in
-// depth-first order, a node's subtree a range), and only subtrees holding
-// other tokens (quotes, backslashes, control bytes) are walked. TestMaskExact
-// checks the result against taking every token's bytes.
+// Inside a JSON string of free content (Builder.JSONText; also the search
+// semantics' surroundings of a pattern) nearly every token is allowed, and
+// walking them all would visit the whole trie. The Vocab knows, for each
+// token, from which byte on it is plain string content (whole characters
+// JSON writes raw, possibly ending inside one more); when the walk reaches
+// a node in a state inside free content, the tokens whose plain tail starts
+// there are allowed at once (a list per node), and only subtrees holding
+// other tokens (quotes, backslashes, control bytes) are walked. Where the
+// root is not in free text but some of its children are (a key that may be
+// any string except the known ones, a pattern's first character), the plain
+// tokens below those children are set at once, or every plain token is set
+// and those below the other children cleared.
+//
+// # What remains slow
+//
+// A state first met costs a walk, and its transitions each an Earley step:
+// a key position of an object with many properties, a string with a format
+// or an anchored pattern (no free-text fast path: the walk visits most of
+// the trie) or a grammar whose sets hold hundreds of items (an unanchored
+// bounded repetition) cost milliseconds the first time. BenchmarkMask and
+// BenchmarkMaskBench report the figures, cold per schema.
 //
 // # Strictness
 //

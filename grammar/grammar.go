@@ -233,7 +233,9 @@ func (b *Builder) JSONText() Sym {
 }
 
 // Grammar is a built, immutable grammar: productions indexed for an Earley
-// recognizer. It is safe for concurrent use.
+// recognizer. It is safe for concurrent use: the one thing that changes
+// inside it is the mask cache (states of the grammar met by masks, their
+// byte transitions and masks), which synchronizes itself.
 type Grammar struct {
 	start    int32
 	names    []string
@@ -243,6 +245,45 @@ type Grammar struct {
 	// textProds are the recursive productions R → R c of the JSONText
 	// rules: a set holding [R → R . c] is inside free JSON string content.
 	textProds []int32
+	// cls[c] is byte c's class: bytes of one class are in the same
+	// terminals, so no set of items tells them apart (Advance takes them
+	// to the same set) and masks learn one transition per class.
+	cls [256]uint8
+	// cache holds what masks learn about the grammar (see stateCache).
+	cache *stateCache
+}
+
+// byteClasses partitions the bytes by the terminals of g: two bytes share
+// a class when every terminal has both or neither.
+func (g *Grammar) byteClasses() {
+	var cls [256]int16
+	seen := map[ByteSet]bool{}
+	for _, p := range g.prods {
+		for _, s := range p.rhs {
+			if !s.Terminal() || seen[s.Set] {
+				continue
+			}
+			seen[s.Set] = true
+			// Split each class by membership in s.Set.
+			var remap [256][2]int16
+			n := int16(0)
+			for c := range 256 {
+				in := 0
+				if s.Set.Has(byte(c)) {
+					in = 1
+				}
+				r := &remap[cls[c]][in]
+				if *r == 0 {
+					n++
+					*r = n
+				}
+				cls[c] = *r - 1
+			}
+		}
+	}
+	for c := range 256 {
+		g.cls[c] = uint8(cls[c])
+	}
 }
 
 type prod struct {
@@ -306,6 +347,8 @@ func (b *Builder) Build(start int) (*Grammar, error) {
 			}
 		}
 	}
+	g.byteClasses()
+	g.cache = newStateCache()
 	return g, nil
 }
 

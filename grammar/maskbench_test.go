@@ -167,3 +167,79 @@ func firstN(s []string, n int) []string {
 	}
 	return s
 }
+
+// BenchmarkMaskBench: masks over the Llama 3.1 vocabulary at every token of
+// the valid instances of a sample of MaskBench schemas (every 28th file,
+// about 200), each schema compiled afresh, so masks cached in a grammar help
+// only within one schema's instances; reports p50 and p99 over all masks,
+// and the grammars' mask caches after their instances (CacheStats.Bytes).
+// An instance the grammar refuses is followed up to the refused token.
+func BenchmarkMaskBench(b *testing.B) {
+	tk, v := llamaVocab(b)
+	dir := fixtures.Path(b, "jsonschema", "data")
+	names, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil || len(names) == 0 {
+		b.Fatalf("no MaskBench fixtures in %s: %v", dir, err)
+	}
+	sort.Strings(names)
+	type inst struct {
+		schema []byte
+		ids    [][]int32
+	}
+	var set []inst
+	for i := 0; i < len(names); i += 28 {
+		data, err := os.ReadFile(names[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		var f maskbenchFile
+		if err := json.Unmarshal(data, &f); err != nil {
+			b.Fatalf("%s: %v", names[i], err)
+		}
+		in := inst{schema: f.Schema}
+		for _, tc := range f.Tests {
+			if text, err := compactData(tc.Data); tc.Valid && err == nil {
+				in.ids = append(in.ids, tk.EncodeIDs(string(text), false))
+			}
+		}
+		set = append(set, in)
+	}
+	mask := grammar.NewMask(v.Size())
+	var times []time.Duration
+	schemas, masks := 0, 0
+	var cacheBytes []int
+	b.ResetTimer()
+	for range b.N {
+		for _, in := range set {
+			g, err := grammar.CompileSchema(in.schema)
+			if err != nil {
+				continue
+			}
+			schemas++
+			for _, ids := range in.ids {
+				m := grammar.NewMatcher(g)
+				for _, id := range ids {
+					t0 := time.Now()
+					v.Fill(m, mask)
+					times = append(times, time.Since(t0))
+					bs, _ := tk.TokenBytes(id)
+					if !mask.Has(id) || !m.AdvanceBytes(bs) {
+						break
+					}
+				}
+			}
+			cacheBytes = append(cacheBytes, g.CacheStats().Bytes)
+		}
+	}
+	masks = len(times)
+	slices.Sort(times)
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+	b.ReportMetric(us(times[len(times)/2]), "p50-µs")
+	b.ReportMetric(us(times[len(times)*99/100]), "p99-µs")
+	b.ReportMetric(us(times[len(times)-1]), "max-µs")
+	b.ReportMetric(float64(masks)/float64(b.N), "masks")
+	b.ReportMetric(float64(schemas)/float64(b.N), "schemas")
+	slices.Sort(cacheBytes)
+	b.ReportMetric(float64(cacheBytes[len(cacheBytes)/2])/1024, "cache-p50-KB")
+	b.ReportMetric(float64(cacheBytes[len(cacheBytes)-1])/1024, "cache-max-KB")
+}

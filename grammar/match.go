@@ -1,5 +1,10 @@
 package grammar
 
+import (
+	"cmp"
+	"slices"
+)
+
 // Matcher follows one output through a grammar, byte by byte: an Earley
 // recognizer whose terminals are byte classes. It keeps every Earley set of
 // the bytes taken so far, so Mark and Reset move it back cheaply, which is
@@ -13,12 +18,22 @@ type Matcher struct {
 	starts []int
 	// allowed[k] are the bytes set k can take next.
 	allowed []ByteSet
+	// sigs[k] is set k's structural signature (setSig): sets with equal
+	// signatures accept the same continuations.
+	sigs []sig
+	// waits[k], once waitsFor built it (built[k]), are the items of a
+	// large set k that wait for a nonterminal, by nonterminal and
+	// position: completion looks them up instead of scanning the set.
+	waits [][]waiter
+	built []bool
 	// seen holds the items of the set being built: an open-addressing
 	// table of indices into items (+1; 0 is empty), stamped by gen so
 	// that starting a new set does not clear it.
 	seen  []itemSlot
 	nseen int
 	gen   uint32
+	// predicted[nt] is the gen of the last set that predicted nt.
+	predicted []uint32
 }
 
 type itemSlot struct {
@@ -30,9 +45,44 @@ type item struct {
 	prod, dot, origin int32
 }
 
+type waiter struct{ nt, idx int32 }
+
+// indexMin is the size from which a set's waiting items are indexed.
+const indexMin = 24
+
+// waitsFor returns the items of set o (closed, at least indexMin items)
+// that wait for nonterminal nt, in their order in the set.
+func (m *Matcher) waitsFor(o, nt int32) []waiter {
+	if !m.built[o] {
+		ws := m.waits[o][:0]
+		end := m.starts[o+1]
+		for j := m.starts[o]; j < end; j++ {
+			w := m.items[j]
+			rhs := m.g.prods[w.prod].rhs
+			if int(w.dot) < len(rhs) && !rhs[w.dot].Terminal() {
+				ws = append(ws, waiter{rhs[w.dot].NT, int32(j)})
+			}
+		}
+		slices.SortFunc(ws, func(a, b waiter) int {
+			if a.nt != b.nt {
+				return cmp.Compare(a.nt, b.nt)
+			}
+			return cmp.Compare(a.idx, b.idx)
+		})
+		m.waits[o], m.built[o] = ws, true
+	}
+	ws := m.waits[o]
+	i, _ := slices.BinarySearchFunc(ws, nt, func(w waiter, nt int32) int { return cmp.Compare(w.nt, nt) })
+	j := i
+	for j < len(ws) && ws[j].nt == nt {
+		j++
+	}
+	return ws[i:j]
+}
+
 // NewMatcher starts a match of g at its start symbol.
 func NewMatcher(g *Grammar) *Matcher {
-	m := &Matcher{g: g, seen: make([]itemSlot, 64), gen: 1}
+	m := &Matcher{g: g, seen: make([]itemSlot, 64), gen: 1, predicted: make([]uint32, len(g.byLHS))}
 	m.starts = append(m.starts, 0)
 	m.add(item{prod: g.byLHS[g.start][0]})
 	m.close()
@@ -97,6 +147,13 @@ func (m *Matcher) close() {
 			end := len(m.items)
 			if it.origin < k {
 				end = m.starts[it.origin+1]
+				if end-m.starts[it.origin] >= indexMin {
+					for _, w := range m.waitsFor(it.origin, p.lhs) {
+						w := m.items[w.idx]
+						m.add(item{w.prod, w.dot + 1, w.origin})
+					}
+					continue
+				}
 			}
 			for j := m.starts[it.origin]; j < end; j++ {
 				w := m.items[j]
@@ -107,23 +164,35 @@ func (m *Matcher) close() {
 			}
 			continue
 		}
-		s := p.rhs[it.dot]
+		s := &p.rhs[it.dot]
 		if s.Terminal() {
 			next.Union(s.Set)
 			continue
 		}
-		for _, q := range m.g.byLHS[s.NT] {
-			m.add(item{q, 0, k})
+		if m.predicted[s.NT] != m.gen {
+			// Once per nonterminal and set: its items are there after.
+			m.predicted[s.NT] = m.gen
+			for _, q := range m.g.byLHS[s.NT] {
+				m.add(item{q, 0, k})
+			}
 		}
 		if m.g.nullable[s.NT] {
 			m.add(item{it.prod, it.dot + 1, it.origin})
 		}
 	}
 	m.allowed = append(m.allowed, next)
+	m.sigs = append(m.sigs, m.setSig(k))
+	if len(m.waits) < cap(m.waits) {
+		m.waits = m.waits[:len(m.waits)+1] // keeps the old slice's memory
+	} else {
+		m.waits = append(m.waits, nil)
+	}
+	m.built = append(m.built, false)
 	m.gen++
 	m.nseen = 0
 	if m.gen == 0 { // wrapped: stamps of old sets would look current
 		clear(m.seen)
+		clear(m.predicted)
 		m.gen = 1
 	}
 }
@@ -215,4 +284,7 @@ func (m *Matcher) Reset(mark int) {
 	m.items = m.items[:m.starts[mark+1]]
 	m.starts = m.starts[:mark+1]
 	m.allowed = m.allowed[:mark+1]
+	m.sigs = m.sigs[:mark+1]
+	m.waits = m.waits[:mark+1]
+	m.built = m.built[:mark+1]
 }

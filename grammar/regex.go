@@ -236,10 +236,16 @@ func (c *regexCompiler) char(set CharSet) Sym {
 }
 
 // anyStar is any characters, newlines included: the search semantics'
-// surroundings.
+// surroundings. In JSON it is the Builder's JSONText (the same rule, which
+// the masks' fast path in free text knows).
 func (c *regexCompiler) anyStar() Sym {
 	if c.any == nil {
-		s := c.b.Star(c.char(AnyChar()))
+		var s Sym
+		if c.json {
+			s = c.b.JSONText()
+		} else {
+			s = c.b.Star(c.char(AnyChar()))
+		}
 		c.any = &s
 	}
 	return *c.any
