@@ -96,4 +96,34 @@
 // A compiler that cannot express a constraint fails with an error that names
 // it; it never emits a looser grammar. The mask allows a token only if every
 // one of its bytes is accepted, and EOS only where the grammar can end.
+//
+// # From a request to a sequence's masks
+//
+// A request's constraint is data, a Spec (a schema, free JSON, a regex, a
+// choice, GBNF, literal text, and sequences and alternatives of those, so a
+// tool call is its template's literal text around the arguments' schema),
+// inside a Plan that says where in the output it applies: from the first
+// token; after a reasoning block (After, and Open when the model may open
+// the block itself); or lazily, each time the output contains a trigger
+// such as <tool_call> (strict tools under tool_choice auto). A Plan
+// travels as JSON in the scheduler's job, so a cluster gateway's preparer
+// compiles it once to refuse a bad one with a 400 and the replica that runs
+// the job compiles it again from the same bytes (Cache). Guides holds one
+// model's vocabulary trie and compiled plans; a Guide follows one sequence:
+// its Mask is computed on another goroutine while the forward pass runs,
+// and Accept takes the token the sampler chose under that mask. Triggers
+// are KMP automata over bytes; a token that completes one and runs past it
+// is allowed only if its bytes after the trigger are the grammar's.
+//
+// # JSON Schema in full
+//
+// Objects: properties in any order (a rule per subset written, so each
+// once and the required ones before the end) up to six declared
+// properties, and up to ten within a budget per schema, else in the
+// schema's order; additional properties anywhere; dependentRequired and
+// property counts through the same subsets. patternProperties and patterns
+// with length bounds go through deterministic automata over characters
+// (keys.go): each pattern with search semantics, in product with the
+// declared names' trie or a character count, each transition a JSONChar,
+// so keys written with escapes mean their decoded characters.
 package grammar
