@@ -236,6 +236,9 @@ func (c *schemaCompiler) compileObject(s *object, ptr string, depth int) (Sym, e
 		if !ok || len(list) == 0 {
 			return Sym{}, c.fail(ptr, kw, "must be a non-empty array of schemas")
 		}
+		if sets, ok := requiredOnly(list); ok {
+			return c.compileRequiredOf(s, kw, sets, ptr, depth)
+		}
 		rest := without(s, kw)
 		branches := make([]any, len(list))
 		for i, a := range list {
@@ -1090,12 +1093,19 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 	if err != nil {
 		return Sym{}, err
 	}
+	sets, one, err := c.requiredSets(s, ptr, members)
+	if err != nil {
+		return Sym{}, err
+	}
 	if len(members) <= maxAnyOrder {
-		return c.b.Seq("object", B('{'), c.anyOrder(members, extraOK, extraMember, deps, counts), B('}')), nil
+		return c.b.Seq("object", B('{'), c.anyOrder(members, extraOK, extraMember, deps, counts, sets, one), B('}')), nil
+	}
+	if sets != nil {
+		return Sym{}, c.fail(ptr, "oneOf", "required-property branches are not supported on objects of more than %d properties", maxAnyOrder)
 	}
 	if cost := len(members) << len(members); len(members) <= maxBudgetedOrder && cost <= anyOrderBudget-c.orderBudget {
 		c.orderBudget += cost
-		return c.b.Seq("object", B('{'), c.anyOrder(members, extraOK, extraMember, nil, propertyCounts{min: 0, max: -1}), B('}')), nil
+		return c.b.Seq("object", B('{'), c.anyOrder(members, extraOK, extraMember, nil, propertyCounts{min: 0, max: -1}, nil, false), B('}')), nil
 	}
 	return c.b.Seq("object", B('{'), after(0, true), B('}')), nil
 }
@@ -1185,8 +1195,10 @@ type orderMember struct {
 //
 // deps[i], when set, are the members that must be present when member i
 // is (dependentRequired).
-// counts bounds the members, declared and additional together.
-func (c *schemaCompiler) anyOrder(members []orderMember, extraOK bool, extra Sym, deps []uint32, counts propertyCounts) Sym {
+// counts bounds the members, declared and additional together. sets, when
+// given, are the member sets of anyOf/oneOf branches that only require
+// properties: at least one (exactly one, with one) must be complete.
+func (c *schemaCompiler) anyOrder(members []orderMember, extraOK bool, extra Sym, deps []uint32, counts propertyCounts, sets []uint32, one bool) Sym {
 	var need uint32
 	for i, m := range members {
 		if m.required {
@@ -1207,6 +1219,15 @@ func (c *schemaCompiler) anyOrder(members []orderMember, extraOK bool, extra Sym
 			if used&(1<<i) != 0 && used&d != d {
 				return false
 			}
+		}
+		if sets != nil {
+			n := 0
+			for _, set := range sets {
+				if used&set == set {
+					n++
+				}
+			}
+			return n == 1 || (n > 1 && !one)
 		}
 		return true
 	}
@@ -1448,4 +1469,102 @@ func (c *schemaCompiler) resolve(ref, ptr string) (any, error) {
 		}
 	}
 	return cur, nil
+}
+
+// requiredOfKey holds, in an object schema being compiled, the property
+// sets of anyOf/oneOf branches that only require properties (a
+// requiredOf); it is no JSON Schema keyword (JSON keys cannot hold NUL
+// bytes unescaped, and decodeOrdered keeps them escaped apart).
+const requiredOfKey = "\x00requiredOf"
+
+// requiredOf is what requiredOfKey holds.
+type requiredOf struct {
+	sets [][]string
+	one  bool // oneOf: exactly one set complete; anyOf: at least one
+}
+
+// requiredOnly returns the required lists of anyOf/oneOf branches that say
+// nothing else (annotations aside): {"required": ["a"]}, {"required":
+// ["b", "c"]}, the "one of these keys" idiom.
+func requiredOnly(list []any) ([][]string, bool) {
+	var sets [][]string
+	for _, b := range list {
+		o, ok := b.(*object)
+		if !ok {
+			return nil, false
+		}
+		var set []string
+		for _, k := range o.keys {
+			if annotations[k] {
+				continue
+			}
+			if k != "required" {
+				return nil, false
+			}
+			names, ok := o.vals[k].([]any)
+			if !ok {
+				return nil, false
+			}
+			for _, n := range names {
+				name, ok := n.(string)
+				if !ok {
+					return nil, false
+				}
+				set = append(set, name)
+			}
+		}
+		sets = append(sets, set)
+	}
+	return sets, true
+}
+
+// compileRequiredOf compiles s whose anyOf/oneOf (kw) branches only
+// require properties: objects must complete one of the sets (exactly one
+// for oneOf), enforced by the any-order object grammar's subsets; other
+// values match every branch, so oneOf of two or more refuses them.
+func (c *schemaCompiler) compileRequiredOf(s *object, kw string, sets [][]string, ptr string, depth int) (Sym, error) {
+	rest := without(s, kw)
+	rest.keys = append(rest.keys, requiredOfKey)
+	rest.vals[requiredOfKey] = requiredOf{sets: sets, one: kw == "oneOf"}
+	if kw == "oneOf" && len(sets) > 1 {
+		types, err := c.types(rest, ptr)
+		if err != nil {
+			return Sym{}, err
+		}
+		if !slices.Contains(types, "object") {
+			return Sym{}, errFalse
+		}
+		if _, ok := rest.vals["type"]; !ok {
+			rest.keys = append(rest.keys, "type")
+		}
+		rest.vals["type"] = "object"
+	}
+	return c.compile(rest, ptr, depth)
+}
+
+// requiredSets reads requiredOfKey as member sets (nil when absent); every
+// name must be a declared member.
+func (c *schemaCompiler) requiredSets(s *object, ptr string, members []orderMember) ([]uint32, bool, error) {
+	v, ok := s.vals[requiredOfKey]
+	if !ok {
+		return nil, false, nil
+	}
+	ro := v.(requiredOf)
+	kw := "anyOf"
+	if ro.one {
+		kw = "oneOf"
+	}
+	out := make([]uint32, 0, len(ro.sets))
+	for _, set := range ro.sets {
+		var m uint32
+		for _, name := range set {
+			i := slices.IndexFunc(members, func(m orderMember) bool { return m.name == name })
+			if i < 0 {
+				return nil, false, c.fail(ptr, kw, "a branch requires %q, which is not a declared property: not supported", name)
+			}
+			m |= 1 << i
+		}
+		out = append(out, m)
+	}
+	return out, ro.one, nil
 }

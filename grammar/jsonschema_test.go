@@ -81,6 +81,10 @@ func TestSchema(t *testing.T) {
 			[]string{`"a1b"`, `"1"`, `"\u00e91"`}, []string{`"abc"`, `"a1bc"`, `""`}},
 		{"pattern with a minimum length only", `{"type":"string","pattern":"^x","minLength":3}`,
 			[]string{`"xyz"`, `"xyzzy"`}, []string{`"xy"`, `"yyy"`}},
+		{"oneOf of required properties", `{"properties":{"a":{},"b":{},"c":{}},"oneOf":[{"required":["a"]},{"required":["b","c"]}]}`,
+			[]string{`{"a":1}`, `{"c":3,"b":2}`, `{"a":1,"b":2}`}, []string{`{}`, `{"b":2}`, `{"a":1,"b":2,"c":3}`, `1`, `"x"`, `null`}},
+		{"anyOf of required properties", `{"properties":{"a":{},"b":{}},"anyOf":[{"required":["a"]},{"description":"b","required":["b"]}]}`,
+			[]string{`{"a":1}`, `{"b":1}`, `{"a":1,"b":2}`, `1`}, []string{`{}`, `{"c":1}`}},
 		{"a format no specification defines is an annotation", `{"type":"string","format":"int32","maxLength":3}`, []string{`"abc"`, `""`}, []string{`"abcd"`, `3`}},
 		{"nullable", `{"type":"string","nullable":true}`, []string{`"x"`, `null`}, []string{`1`}},
 	} {
