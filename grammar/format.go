@@ -22,6 +22,10 @@ const (
 	// fmtURI: a scheme, ':', then RFC 3986's characters (unreserved,
 	// reserved, percent-encodings); the parts are not checked further.
 	fmtURI = `[A-Za-z][A-Za-z0-9+.-]*:(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})*`
+	// fmtRelativeRef: RFC 3986's relative reference, as loosely as fmtURI:
+	// a first segment without ':' (so it cannot be read as a scheme), then
+	// from the first '/', '?' or '#' on RFC 3986's characters.
+	fmtRelativeRef = `(?:[A-Za-z0-9\-._~!$&'()*+,;=@]|%[0-9A-Fa-f]{2})*(?:[/?#](?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})*)?`
 )
 
 // fmtIPv6 is RFC 4291's text forms as RFC 3986's IPv6address spells them:
@@ -64,34 +68,44 @@ func fmtIPv6() string {
 // hostname), "ipv4", "ipv6" (RFC 4291 text forms, "::" compression and a
 // trailing IPv4 included), "hostname" (labels of at most 63 characters;
 // the 253-character total is not checked), "uri" (a scheme, ':' and RFC
-// 3986's characters). Other names fail with an error that names them.
+// 3986's characters), "uri-reference" (a URI or a relative reference).
+// Other names fail with an error that names them.
 func (b *Builder) Format(name string) (Sym, error) {
-	var pat string
-	switch name {
-	case "date":
-		pat = fmtDate
-	case "time":
-		pat = fmtTime
-	case "date-time":
-		pat = fmtDate + `[Tt]` + fmtTime
-	case "uuid":
-		pat = fmtUUID
-	case "email":
-		pat = fmtEmail
-	case "ipv4":
-		pat = fmtIPv4
-	case "ipv6":
-		pat = fmtIPv6()
-	case "hostname":
-		pat = fmtHostname
-	case "uri":
-		pat = fmtURI
-	default:
-		return Sym{}, fmt.Errorf("grammar: format %q is unsupported", name)
+	pat, err := formatPattern(name)
+	if err != nil {
+		return Sym{}, err
 	}
 	s, err := b.Regex(pat, RegexOptions{JSON: true, Anchored: true})
 	if err != nil {
 		return Sym{}, fmt.Errorf("grammar: format %q: %w", name, err)
 	}
 	return s, nil
+}
+
+// formatPattern is the regular expression (ECMA-262, full match) of a
+// format's strings.
+func formatPattern(name string) (string, error) {
+	switch name {
+	case "date":
+		return fmtDate, nil
+	case "time":
+		return fmtTime, nil
+	case "date-time":
+		return fmtDate + `[Tt]` + fmtTime, nil
+	case "uuid":
+		return fmtUUID, nil
+	case "email":
+		return fmtEmail, nil
+	case "ipv4":
+		return fmtIPv4, nil
+	case "ipv6":
+		return fmtIPv6(), nil
+	case "hostname":
+		return fmtHostname, nil
+	case "uri":
+		return fmtURI, nil
+	case "uri-reference":
+		return `(?:` + fmtURI + `|` + fmtRelativeRef + `)`, nil
+	}
+	return "", fmt.Errorf("grammar: format %q is unsupported", name)
 }

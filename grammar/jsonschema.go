@@ -557,24 +557,33 @@ func (c *schemaCompiler) compileString(s *object, ptr string) (Sym, error) {
 	}
 	limited := (hasMin && minLen > 0) || hasMax
 	switch {
-	case hasPattern && hasFormat:
-		return Sym{}, c.fail(ptr, "pattern", "not supported together with format")
-	case hasPattern && limited:
-		p, ok := pattern.(string)
-		if !ok {
-			return Sym{}, c.fail(ptr, "pattern", "must be a string")
+	case (hasPattern && (hasFormat || limited)) || (hasFormat && limited):
+		// Several regular constraints at once: their automata in product.
+		var pats []string
+		kw := "format"
+		if hasPattern {
+			p, ok := pattern.(string)
+			if !ok {
+				return Sym{}, c.fail(ptr, "pattern", "must be a string")
+			}
+			pats, kw = append(pats, p), "pattern"
+		}
+		if hasFormat {
+			fp, err := formatPattern(format.(string))
+			if err != nil {
+				return Sym{}, c.fail(ptr, "format", "%v", err)
+			}
+			pats = append(pats, "^(?:"+fp+")$")
 		}
 		max := -1
 		if hasMax {
 			max = maxLen
 		}
-		body, err := c.boundedPattern(p, minLen, max)
+		body, err := c.boundedPattern(pats, minLen, max)
 		if err != nil {
-			return Sym{}, c.fail(ptr, "pattern", "%v", err)
+			return Sym{}, c.fail(ptr, kw, "%v", err)
 		}
 		return c.b.Seq("pattern string", B('"'), body), nil
-	case hasFormat && limited:
-		return Sym{}, c.fail(ptr, "format", "not supported together with minLength or maxLength")
 	case hasPattern:
 		p, ok := pattern.(string)
 		if !ok {
@@ -601,7 +610,7 @@ func (c *schemaCompiler) compileString(s *object, ptr string) (Sym, error) {
 	return c.anyString(), nil
 }
 
-var formats = []string{"date", "time", "date-time", "uuid", "email", "ipv4", "ipv6", "hostname", "uri"}
+var formats = []string{"date", "time", "date-time", "uuid", "email", "ipv4", "ipv6", "hostname", "uri", "uri-reference"}
 
 func knownFormat(name string) bool { return slices.Contains(formats, name) }
 

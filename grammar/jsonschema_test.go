@@ -85,6 +85,12 @@ func TestSchema(t *testing.T) {
 			[]string{`{"a":1}`, `{"c":3,"b":2}`, `{"a":1,"b":2}`}, []string{`{}`, `{"b":2}`, `{"a":1,"b":2,"c":3}`, `1`, `"x"`, `null`}},
 		{"anyOf of required properties", `{"properties":{"a":{},"b":{}},"anyOf":[{"required":["a"]},{"description":"b","required":["b"]}]}`,
 			[]string{`{"a":1}`, `{"b":1}`, `{"a":1,"b":2}`, `1`}, []string{`{}`, `{"c":1}`}},
+		{"pattern and format", `{"type":"string","format":"uri","pattern":"^https?://"}`,
+			[]string{`"https://a.b"`, `"http://x"`}, []string{`"ftp://x"`, `"https//a"`, `"https://a b"`}},
+		{"format with a length", `{"type":"string","format":"email","maxLength":8}`,
+			[]string{`"a@b.co"`}, []string{`"abcdef@g.com"`, `"ab"`}},
+		{"uri-reference", `{"type":"string","format":"uri-reference"}`,
+			[]string{`"/a/b?c"`, `"../x"`, `"http://a"`, `"#frag"`, `""`}, []string{`"a b"`, `"1a:b"`}},
 		{"a format no specification defines is an annotation", `{"type":"string","format":"int32","maxLength":3}`, []string{`"abc"`, `""`}, []string{`"abcd"`, `3`}},
 		{"nullable", `{"type":"string","nullable":true}`, []string{`"x"`, `null`}, []string{`1`}},
 	} {

@@ -441,18 +441,31 @@ func consumes(in *syntax.Inst, r rune) bool {
 const maxBoundedStates = 1 << 16
 
 // boundedPattern is the content and closing quote of a JSON string that
-// contains a match of pattern (search semantics) and has min to max
-// characters (max < 0: no upper bound): the pattern's DFA in product with
-// a character count, each transition a JSONChar.
-func (c *schemaCompiler) boundedPattern(pattern string, minLen, maxLen int) (Sym, error) {
-	prog, err := patternProg(pattern)
-	if err != nil {
-		return Sym{}, err
-	}
+// contains a match of every one of patterns (search semantics; anchor one
+// for a full match) and has min to max characters (max < 0: no upper
+// bound): the patterns' DFAs in product, with a character count, each
+// transition a JSONChar.
+func (c *schemaCompiler) boundedPattern(patterns []string, minLen, maxLen int) (Sym, error) {
 	points := map[rune]bool{}
-	boundaries(prog, points)
+	progs := make([]*syntax.Prog, len(patterns))
+	for i, p := range patterns {
+		prog, err := patternProg(p)
+		if err != nil {
+			return Sym{}, err
+		}
+		progs[i] = prog
+		boundaries(prog, points)
+	}
 	alpha := newKeyAlphabet(points)
-	d, err := buildKeyDFA(prog, alpha)
+	dfas := make([]*keyDFA, len(progs))
+	for i, prog := range progs {
+		d, err := buildKeyDFA(prog, alpha)
+		if err != nil {
+			return Sym{}, err
+		}
+		dfas[i] = d
+	}
+	d, err := productDFA(dfas, len(alpha.classes))
 	if err != nil {
 		return Sym{}, err
 	}
@@ -533,4 +546,54 @@ func (c *schemaCompiler) boundedPattern(pattern string, minLen, maxLen int) (Sym
 		return nt
 	}
 	return N(rule(0, 0)), nil
+}
+
+// productDFA is the automaton of the strings every one of dfas accepts.
+func productDFA(dfas []*keyDFA, classes int) (*keyDFA, error) {
+	if len(dfas) == 1 {
+		return dfas[0], nil
+	}
+	key := func(st []int32) string {
+		var sb strings.Builder
+		for _, v := range st {
+			sb.WriteString(strconv.Itoa(int(v)))
+			sb.WriteByte(',')
+		}
+		return sb.String()
+	}
+	out := &keyDFA{}
+	index := map[string]int32{}
+	var states [][]int32
+	add := func(st []int32) int32 {
+		k := key(st)
+		if i, ok := index[k]; ok {
+			return i
+		}
+		i := int32(len(states))
+		index[k] = i
+		states = append(states, st)
+		return i
+	}
+	add(make([]int32, len(dfas)))
+	for i := 0; i < len(states); i++ {
+		if len(states) > maxKeyStates {
+			return nil, fmt.Errorf("the patterns' product has more than %d states", maxKeyStates)
+		}
+		st := states[i]
+		all := true
+		for j, d := range dfas {
+			all = all && d.accept[st[j]]
+		}
+		out.accept = append(out.accept, all)
+		row := make([]int32, classes)
+		for ci := range classes {
+			t := make([]int32, len(dfas))
+			for j, d := range dfas {
+				t[j] = d.next[st[j]][ci]
+			}
+			row[ci] = add(t)
+		}
+		out.next = append(out.next, row)
+	}
+	return out, nil
 }
