@@ -645,11 +645,14 @@ func (c *schemaCompiler) count(s *object, kw, ptr string) (int, bool, error) {
 }
 
 func (c *schemaCompiler) compileNumber(s *object, t, ptr string) (Sym, error) {
+	multiple := 0 // an integral multipleOf (multiples of an integer are integers)
 	if m, ok := s.get("multipleOf"); ok {
 		n, isNum := m.(json.Number)
-		if !isNum || !(t == "integer" && isIntegral(n) && string(n) == "1") {
-			return Sym{}, c.fail(ptr, "multipleOf", "not supported (except 1 on integers)")
+		k, err := strconv.Atoi(string(n))
+		if !isNum || err != nil || k < 1 || k > maxMultipleOf {
+			return Sym{}, c.fail(ptr, "multipleOf", "not supported (only integers from 1 to %d)", maxMultipleOf)
 		}
+		multiple = k
 	}
 	var lo, hi *Bound
 	bound := func(kw string, exclusive bool) (*Bound, error) {
@@ -694,7 +697,10 @@ func (c *schemaCompiler) compileNumber(s *object, t, ptr string) (Sym, error) {
 		}
 	}
 	var sym Sym
-	if t == "integer" {
+	if multiple > 1 {
+		return c.multiples(multiple, lo, hi, ptr)
+	}
+	if t == "integer" || multiple == 1 {
 		sym, err = c.b.Integer(lo, hi)
 	} else {
 		sym, err = c.b.Number(lo, hi)
@@ -706,6 +712,66 @@ func (c *schemaCompiler) compileNumber(s *object, t, ptr string) (Sym, error) {
 		return Sym{}, c.fail(ptr, "type", "%v", err)
 	}
 	return sym, nil
+}
+
+// maxMultipleOf bounds an integral multipleOf (a rule per remainder).
+const maxMultipleOf = 1000
+
+// multiples is the integers that are multiples of k (k > 1), written
+// without a fraction or exponent (stricter than JSON, which also writes
+// 30 as 3e1 or 30.0): the decimal digits read left to right with the
+// remainder modulo k as the state. Bounds are supported only as a lower
+// bound of 0 or 1 (non-negative, positive).
+func (c *schemaCompiler) multiples(k int, lo, hi *Bound, ptr string) (Sym, error) {
+	negative, zero := true, true
+	if lo != nil {
+		switch {
+		case (lo.Value == "0" && !lo.Exclusive) || lo.Value == "0.0" && !lo.Exclusive:
+			negative = false
+		case (lo.Value == "0" && lo.Exclusive) || (lo.Value == "1" && !lo.Exclusive):
+			negative, zero = false, false
+		default:
+			return Sym{}, c.fail(ptr, "multipleOf", "not supported together with minimum %s", lo.Value)
+		}
+	}
+	if hi != nil {
+		return Sym{}, c.fail(ptr, "multipleOf", "not supported together with maximum")
+	}
+	rem := make([]int, k) // rule of the digits after a prefix of remainder r
+	for r := range rem {
+		rem[r] = c.b.Rule("multiple")
+	}
+	for r := range rem {
+		if r == 0 {
+			c.b.Alt(rem[r])
+		}
+		var to []int
+		sets := map[int]*ByteSet{}
+		for d := range 10 {
+			t := (10*r + d) % k
+			if sets[t] == nil {
+				sets[t] = &ByteSet{}
+				to = append(to, t)
+			}
+			sets[t].Add(byte('0' + d))
+		}
+		for _, t := range to {
+			c.b.Alt(rem[r], T(*sets[t]), N(rem[t]))
+		}
+	}
+	// The first digit is not 0 (JSON has no leading zeros).
+	first := c.b.Rule("nonzero multiple")
+	for d := 1; d <= 9; d++ {
+		c.b.Alt(first, B(byte('0'+d)), N(rem[d%k]))
+	}
+	alts := [][]Sym{{N(first)}}
+	if zero {
+		alts = append(alts, []Sym{B('0')})
+	}
+	if negative {
+		alts = append(alts, []Sym{B('-'), N(first)})
+	}
+	return c.b.Choice("multiples", alts...), nil
 }
 
 // tighter reports whether bound a excludes at least what b does (lower
