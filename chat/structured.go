@@ -59,7 +59,7 @@ const (
 // which is also what the output parser reads from any template.
 func syntaxOf(src string) toolSyntax {
 	switch {
-	case strings.Contains(src, "<|channel|>") && strings.Contains(src, "to=functions."):
+	case strings.Contains(src, "<|channel|>") && strings.Contains(src, "<|call|>"):
 		return harmonyCalls
 	case strings.Contains(src, "[TOOL_CALLS]") && strings.Contains(src, "[ARGS]"):
 		return mistralArgsCalls

@@ -1,0 +1,257 @@
+package chat_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/troupe-ai/troupe/chat"
+	"github.com/troupe-ai/troupe/grammar"
+	"github.com/troupe-ai/troupe/output"
+)
+
+// syntaxTemplate is a fixture template whose tool-call syntax is forced
+// and parsed, with the text its model writes after the generation prompt
+// and the end of its turn (EOS, not part of the grammar).
+type syntaxTemplate struct {
+	name     string
+	syntax   output.Syntax
+	eos      string // what the template writes after the calls (the model's stop token, and the next generation prompt)
+	parallel bool   // the syntax has room for several calls in one reply
+	idRe     string // how the template writes a call id ("" when it does not)
+}
+
+// syntaxTemplates are the templates of each syntax.
+func syntaxTemplates() []syntaxTemplate {
+	return []syntaxTemplate{
+		{name: "qwen2.5", syntax: output.SyntaxDefault, eos: "<|im_end|>\n<|im_start|>assistant\n", parallel: true},
+		{name: "mistral-nemo", syntax: output.SyntaxMistral, eos: "</s>", parallel: true, idRe: `"id": "([A-Za-z0-9]{9})"`},
+		{name: "mistral-small-3.2", syntax: output.SyntaxMistral, eos: "</s>", parallel: true, idRe: `\[CALL_ID\]([A-Za-z0-9]{9})`},
+		{name: "gpt-oss", syntax: output.SyntaxHarmony, eos: "<|call|><|start|>assistant"},
+	}
+}
+
+const (
+	weatherTools = `[{"type":"function","function":{"name":"get_weather","description":"Weather of a city","parameters":{"type":"object","properties":{"city":{"type":"string"},"n":{"type":"integer"}},"required":["city"],"additionalProperties":false}}},` +
+		`{"type":"function","function":{"name":"get_time","description":"Time in a zone","parameters":{"type":"object","properties":{"tz":{"type":"string"}},"required":["tz"],"additionalProperties":false}}}]`
+	userTurn = `{"role":"user","content":"Weather in Paris?"}`
+)
+
+// callTurn is an assistant turn with calls, each "name|{args}".
+func callTurn(content string, calls ...string) string {
+	var parts []string
+	for i, c := range calls {
+		name, args, _ := strings.Cut(c, "|")
+		id := []string{"abcDEF123", "xyz987654"}[i]
+		parts = append(parts, `{"id":"`+id+`","type":"function","function":{"name":"`+name+`","arguments":`+args+`}}`)
+	}
+	return `{"role":"assistant","content":` + content + `,"tool_calls":[` + strings.Join(parts, ",") + `]}`
+}
+
+// modelText is what the template renders after the generation prompt for
+// the assistant turn turn: the text its model writes, without its stop
+// token.
+func modelText(t *testing.T, a *chat.Assets, st syntaxTemplate, turn string) string {
+	t.Helper()
+	tools := msgs(t, weatherTools)
+	base, err := a.Prepare(&chat.Request{Messages: msgs(t, `[`+userTurn+`]`), Tools: tools}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := a.Prepare(&chat.Request{Messages: msgs(t, `[`+userTurn+`,`+turn+`]`), Tools: tools}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, ok := strings.CutPrefix(full.Prompt, base.Prompt)
+	if !ok {
+		t.Fatalf("the prompt is not a prefix of the conversation:\n%q\n%q", base.Prompt, full.Prompt)
+	}
+	if text, ok = strings.CutSuffix(text, st.eos); !ok {
+		t.Fatalf("the call turn does not end with %q: %q", st.eos, text)
+	}
+	return text
+}
+
+// compact writes the arguments objects of text as the grammar writes
+// them (compact JSON), where the template spaced them.
+func compact(text string) string {
+	for _, spaced := range []string{`{"city": "Paris", "n": 2}`, `{"city": "Paris"}`, `{"tz": "CET"}`, `{"city": "Paris", "n": "two"}`} {
+		var b bytes.Buffer
+		_ = json.Compact(&b, []byte(spaced))
+		text = strings.ReplaceAll(text, spaced, b.String())
+	}
+	return text
+}
+
+// TestForcedToolCallsFollowTemplates: the grammar that forces tool calls
+// (tool_choice required or named) accepts what each template renders as
+// its model's calls (arguments compacted, as the grammar writes JSON), one
+// or more as the syntax allows, and refuses a tool that is not there (or
+// not the named one), arguments against the schema, and a second call when
+// one is asked for.
+func TestForcedToolCallsFollowTemplates(t *testing.T) {
+	byName := map[string]fixtureTemplate{}
+	for _, ft := range fixtureTemplates(t) {
+		byName[ft.name] = ft
+	}
+	weather := `get_weather|{"city": "Paris", "n": 2}`
+	timeCall := `get_time|{"tz": "CET"}`
+	for _, st := range syntaxTemplates() {
+		ft := byName[st.name]
+		a := assets(t, ft.source)
+		a.SpecialTokens = ft.special
+		one := modelText(t, a, st, callTurn(`""`, weather))
+		two := ""
+		if st.parallel {
+			two = modelText(t, a, st, callTurn(`""`, weather, timeCall))
+		}
+		tests := []struct {
+			name   string
+			req    chat.Request
+			text   string
+			accept bool
+		}{
+			{name: "one call", req: chat.Request{ToolChoice: chat.ToolRequired}, text: one, accept: true},
+			{name: "two calls", req: chat.Request{ToolChoice: chat.ToolRequired}, text: two, accept: st.parallel},
+			{name: "two calls when one is asked for", req: chat.Request{ToolChoice: chat.ToolRequired, OneToolCall: true}, text: two},
+			{name: "named", req: chat.Request{ToolChoice: chat.ToolNamed, ToolName: "get_weather"}, text: one, accept: true},
+			{name: "named another", req: chat.Request{ToolChoice: chat.ToolNamed, ToolName: "get_time"}, text: one},
+			{name: "unknown tool", req: chat.Request{ToolChoice: chat.ToolRequired}, text: strings.ReplaceAll(one, "get_weather", "get_wether")},
+			{name: "arguments against the schema", req: chat.Request{ToolChoice: chat.ToolRequired}, text: modelText(t, a, st, callTurn(`""`, `get_weather|{"city": "Paris", "n": "two"}`))},
+			{name: "missing required argument", req: chat.Request{ToolChoice: chat.ToolRequired}, text: modelText(t, a, st, callTurn(`""`, `get_time|{}`))},
+		}
+		if st.syntax == output.SyntaxHarmony {
+			tests = append(tests,
+				struct {
+					name   string
+					req    chat.Request
+					text   string
+					accept bool
+				}{name: "reasoning first", req: chat.Request{ToolChoice: chat.ToolRequired}, text: modelText(t, a, st, callTurn(`"Need the weather; I will call get_weather."`, weather)), accept: true},
+				struct {
+					name   string
+					req    chat.Request
+					text   string
+					accept bool
+				}{name: "harmony's own header order", req: chat.Request{ToolChoice: chat.ToolRequired},
+					text: `<|channel|>analysis<|message|>Use the tool.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}`, accept: true},
+				struct {
+					name   string
+					req    chat.Request
+					text   string
+					accept bool
+				}{name: "final answer instead of a call", req: chat.Request{ToolChoice: chat.ToolRequired}, text: `<|channel|>final<|message|>It is sunny.`},
+			)
+		}
+		for _, tc := range tests {
+			if tc.text == "" {
+				continue
+			}
+			t.Run(st.name+"/"+tc.name, func(t *testing.T) {
+				r := tc.req
+				r.Messages, r.Tools = msgs(t, `[`+userTurn+`]`), msgs(t, weatherTools)
+				p, err := a.Prepare(&r, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.Syntax != st.syntax {
+					t.Fatalf("syntax %v, want %v", p.Syntax, st.syntax)
+				}
+				plan, err := grammar.UnmarshalPlan(p.Plan)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g, err := grammar.CompilePlan(plan)
+				if err != nil {
+					t.Fatal(err)
+				}
+				text := compact(tc.text)
+				m := grammar.NewMatcher(g)
+				ok := m.AdvanceBytes([]byte(text)) && m.CanEnd()
+				if ok != tc.accept {
+					t.Fatalf("accepted %v, want %v: %q", ok, tc.accept, text)
+				}
+			})
+		}
+	}
+}
+
+// TestToolCallsRoundTrip: the calls the output parser reads from what a
+// template renders as its model's calls go back into the conversation with
+// the runtime's ids (call_ + 24 characters) and render as the model wrote
+// them, the template's own id form included (Mistral's nine
+// alphanumerics), their results pointing at the same id.
+func TestToolCallsRoundTrip(t *testing.T) {
+	byName := map[string]fixtureTemplate{}
+	for _, ft := range fixtureTemplates(t) {
+		byName[ft.name] = ft
+	}
+	for _, st := range syntaxTemplates() {
+		t.Run(st.name, func(t *testing.T) {
+			ft := byName[st.name]
+			a := assets(t, ft.source)
+			a.SpecialTokens = ft.special
+			calls := []string{`get_weather|{"city": "Paris", "n": 2}`}
+			if st.parallel {
+				calls = append(calls, `get_time|{"tz": "CET"}`)
+			}
+			text := modelText(t, a, st, callTurn(`""`, calls...))
+			p := output.New(a.Tokenizer, output.Options{Tools: true, Syntax: st.syntax})
+			for _, id := range a.Tokenizer.EncodeIDs(text, false) {
+				p.Add(id)
+			}
+			p.Finish()
+			parsed, _ := p.ToolCalls()
+			if len(parsed) != len(calls) {
+				t.Fatalf("parsed %+v from %q", parsed, text)
+			}
+			var turn []string
+			var results []string
+			for i, c := range parsed {
+				name, args, _ := strings.Cut(calls[i], "|")
+				if !c.Complete || c.Name != name || c.Arguments != args {
+					t.Fatalf("call %d: %+v, want %s %s", i, c, name, args)
+				}
+				argsJSON, _ := json.Marshal(c.Arguments)
+				id := "call_" + c.ID
+				turn = append(turn, `{"id":"`+id+`","type":"function","function":{"name":"`+c.Name+`","arguments":`+string(argsJSON)+`}}`)
+				results = append(results, `{"role":"tool","tool_call_id":"`+id+`","content":"result `+c.Name+`"}`)
+			}
+			conv := `[` + userTurn + `,{"role":"assistant","content":"","tool_calls":[` + strings.Join(turn, ",") + `]},` + strings.Join(results, ",") + `]`
+			base, err := a.Prepare(&chat.Request{Messages: msgs(t, `[`+userTurn+`]`), Tools: msgs(t, weatherTools)}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := a.Prepare(&chat.Request{Messages: msgs(t, conv), Tools: msgs(t, weatherTools)}, false)
+			if err != nil {
+				t.Fatalf("the parsed calls do not render: %v", err)
+			}
+			rest, ok := strings.CutPrefix(back.Prompt, base.Prompt)
+			if !ok {
+				t.Fatalf("the prompt is not a prefix of the conversation:\n%q\n%q", base.Prompt, back.Prompt)
+			}
+			// The calls render as the model wrote them but for their ids,
+			// which the template writes in its own form.
+			want := text
+			if st.idRe != "" {
+				re := regexp.MustCompile(st.idRe)
+				ids := re.FindAllStringSubmatch(rest, -1)
+				if len(ids) != len(calls) {
+					t.Fatalf("ids %v in %q", ids, rest)
+				}
+				for i, m := range ids {
+					rest = strings.Replace(rest, m[1], []string{"abcDEF123", "xyz987654"}[i], 1)
+					// The result points at the same id.
+					if strings.Count(back.Prompt, m[1]) != 2 {
+						t.Fatalf("id %s appears %d times, want 2 (call and result):\n%s", m[1], strings.Count(back.Prompt, m[1]), back.Prompt)
+					}
+				}
+			}
+			if !strings.HasPrefix(rest, want) {
+				t.Fatalf("the calls render back as\n%q\nwant\n%q", rest, want)
+			}
+		})
+	}
+}
