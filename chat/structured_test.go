@@ -9,7 +9,9 @@ import (
 
 	"github.com/troupe-ai/troupe/chat"
 	"github.com/troupe-ai/troupe/grammar"
+	"github.com/troupe-ai/troupe/internal/fixtures"
 	"github.com/troupe-ai/troupe/output"
+	"github.com/troupe-ai/troupe/tokenizer"
 )
 
 // syntaxTemplate is a fixture template whose tool-call syntax is forced
@@ -253,5 +255,56 @@ func TestToolCallsRoundTrip(t *testing.T) {
 				t.Fatalf("the calls render back as\n%q\nwant\n%q", rest, want)
 			}
 		})
+	}
+}
+
+// TestForcedHarmonyWithItsTokens: on gpt-oss's own vocabulary the forced
+// call is written with harmony's special tokens, one token each as the
+// model knows them (<|channel|>, <|message|>, ...), and ends with <|call|>,
+// an EOS token the guide allows once the arguments are complete.
+func TestForcedHarmonyWithItsTokens(t *testing.T) {
+	tok, err := tokenizer.Load(fixtures.Path(t, "tokenizers", "gptoss"), tokenizer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ft fixtureTemplate
+	for _, f := range fixtureTemplates(t) {
+		if f.name == "gpt-oss" {
+			ft = f
+		}
+	}
+	a := assets(t, ft.source)
+	a.Tokenizer, a.SpecialTokens = tok, ft.special
+	for _, s := range []string{"<|return|>", "<|call|>", "<|endoftext|>"} {
+		id, _ := tok.TokenID(s)
+		a.EOS = append(a.EOS, id)
+	}
+	st := syntaxTemplate{name: "gpt-oss", syntax: output.SyntaxHarmony, eos: "<|call|><|start|>assistant"}
+	text := compact(modelText(t, a, st, callTurn(`"Need the weather."`, `get_weather|{"city": "Paris", "n": 2}`)))
+	r := &chat.Request{Messages: msgs(t, `[`+userTurn+`]`), Tools: msgs(t, weatherTools), ToolChoice: chat.ToolRequired}
+	p, err := a.Prepare(r, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gd, err := a.Guides().Guide(p.Plan, a.EOS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := tok.EncodeIDs(text+"<|call|>", false)
+	specials := 0
+	for i, id := range ids {
+		mask, ok := gd.Mask()
+		if !ok || !mask.Has(id) {
+			t.Fatalf("token %d (%d %q) of %q is not allowed", i, id, tok.Decode([]int32{id}, false), text)
+		}
+		if err := gd.Accept(id); err != nil {
+			t.Fatal(err)
+		}
+		if tok.IsSpecial(id) {
+			specials++
+		}
+	}
+	if specials != 7 { // <|channel|> <|message|> <|end|> <|start|> <|channel|> <|message|> <|call|>
+		t.Fatalf("%d special tokens, want 7", specials)
 	}
 }
