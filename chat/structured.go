@@ -162,6 +162,10 @@ func (a *Assets) plan(r *Request, tmplSrc, prompt string) ([]byte, error) {
 			return nil, err
 		}
 		p.Spec = *spec
+	case r.Format != nil && r.IsChat() && syntaxOf(tmplSrc) == harmonyCalls:
+		// gpt-oss: the answer is the final channel's message, after the
+		// reasoning the model may write first.
+		p.Spec = *harmonyReply(grammar.Spec{Seq: []grammar.Spec{{Text: "<|channel|>final<|message|>"}, *r.Format}})
 	case r.Format != nil:
 		p.Spec = *r.Format
 	case r.Tools != nil && syntaxOf(tmplSrc) == hermesCalls:
@@ -348,9 +352,15 @@ func (a *Assets) harmonyCall(r *Request) (*grammar.Spec, error) {
 	if err != nil {
 		return nil, err
 	}
+	return harmonyReply(*call), nil
+}
+
+// harmonyReply is a gpt-oss reply whose last message is msg (its header
+// included): the analysis message the model may write first, then msg.
+func harmonyReply(msg grammar.Spec) *grammar.Spec {
 	analysis := grammar.Spec{Seq: []grammar.Spec{
-		{Text: "<|channel|>analysis<|message|>"}, {Regex: harmonyReasoning}, {Text: "<|end|><|start|>assistant"}, *call}}
-	return &grammar.Spec{Alt: []grammar.Spec{analysis, *call}}, nil
+		{Text: "<|channel|>analysis<|message|>"}, {Regex: harmonyReasoning}, {Text: "<|end|><|start|>assistant"}, msg}}
+	return &grammar.Spec{Alt: []grammar.Spec{analysis, msg}}
 }
 
 // hermesBody is what follows a <tool_call> tag: the call object on its own

@@ -308,3 +308,62 @@ func TestForcedHarmonyWithItsTokens(t *testing.T) {
 		t.Fatalf("%d special tokens, want 7", specials)
 	}
 }
+
+// TestHarmonyFormat: on gpt-oss a response format constrains the final
+// channel's message, after the analysis the model may write first, and the
+// output parser returns it as the content.
+func TestHarmonyFormat(t *testing.T) {
+	var ft fixtureTemplate
+	for _, f := range fixtureTemplates(t) {
+		if f.name == "gpt-oss" {
+			ft = f
+		}
+	}
+	a := assets(t, ft.source)
+	a.SpecialTokens = ft.special
+	st := syntaxTemplate{name: "gpt-oss", syntax: output.SyntaxHarmony, eos: "<|end|><|start|>assistant"}
+	answer := `{"city":"Paris"}`
+	rendered := modelText(t, a, st, `{"role":"assistant","content":"`+strings.ReplaceAll(answer, `"`, `\"`)+`"}`)
+	schema := grammar.Spec{JSONSchema: []byte(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}`)}
+	r := &chat.Request{Messages: msgs(t, `[`+userTurn+`]`), Format: &schema}
+	p, err := a.Prepare(r, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := grammar.UnmarshalPlan(p.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := grammar.CompilePlan(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, text string
+		accept     bool
+	}{
+		{"as the template renders it", rendered, true},
+		{"after reasoning", "<|channel|>analysis<|message|>JSON with the city.<|end|><|start|>assistant" + rendered, true},
+		{"without the final channel", answer, false},
+		{"against the schema", `<|channel|>final<|message|>{"town":"Paris"}`, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := grammar.NewMatcher(g)
+			if ok := m.AdvanceBytes([]byte(tc.text)) && m.CanEnd(); ok != tc.accept {
+				t.Fatalf("accepted %v, want %v: %q", ok, tc.accept, tc.text)
+			}
+			if !tc.accept {
+				return
+			}
+			out := output.New(a.Tokenizer, output.Options{Syntax: p.Syntax})
+			var content string
+			for _, id := range a.Tokenizer.EncodeIDs(tc.text, false) {
+				content += out.Add(id).Content
+			}
+			if content += out.Finish().Content; content != answer {
+				t.Fatalf("content %q, want %q", content, answer)
+			}
+		})
+	}
+}
