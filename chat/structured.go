@@ -176,8 +176,15 @@ func (a *Assets) plan(r *Request, tmplSrc, prompt string) ([]byte, error) {
 			return nil, err
 		}
 		p.Spec, p.Trigger = *body, "<tool_call>"
+	case r.Tools != nil && (syntaxOf(tmplSrc) == mistralListCalls || syntaxOf(tmplSrc) == mistralArgsCalls):
+		// The same after Mistral's [TOOL_CALLS].
+		body, err := a.mistralBody(r, syntaxOf(tmplSrc), false, true)
+		if err != nil {
+			return nil, err
+		}
+		p.Spec, p.Trigger = *body, "[TOOL_CALLS]"
 	default:
-		return nil, nil // strict tools in a syntax with no opening tag: the model decides
+		return nil, nil // strict tools in a syntax with no opening tag (Llama 3) or several (gpt-oss): the model decides
 	}
 	if p.Trigger == "" && r.IsChat() && strings.Contains(tmplSrc, thinkOpen) {
 		// Reasoning comes first: the prompt may have opened the block
@@ -272,25 +279,16 @@ func (a *Assets) toolCalls(r *Request, syn toolSyntax, named bool) (*grammar.Spe
 	switch syn {
 	case llama3Calls:
 		return a.callObjects(r, "parameters", true)
-	case mistralListCalls:
-		call, err := a.mistralObjects(r, true)
+	case mistralListCalls, mistralArgsCalls:
+		body, err := a.mistralBody(r, syn, true, !one)
 		if err != nil {
 			return nil, err
 		}
-		list := *call
-		if !one {
-			list = grammar.Spec{Plus: []grammar.Spec{*call, {Text: ", "}}}
+		call := grammar.Spec{Seq: []grammar.Spec{{Text: "[TOOL_CALLS]"}, *body}}
+		if syn == mistralListCalls || one {
+			return &call, nil
 		}
-		return &grammar.Spec{Seq: []grammar.Spec{{Text: "[TOOL_CALLS]["}, list, {Text: "]"}}}, nil
-	case mistralArgsCalls:
-		call, err := a.mistralArgsCall(r, true)
-		if err != nil {
-			return nil, err
-		}
-		if one {
-			return call, nil
-		}
-		return &grammar.Spec{Plus: []grammar.Spec{*call}}, nil
+		return &grammar.Spec{Plus: []grammar.Spec{call}}, nil
 	case harmonyCalls:
 		return a.harmonyCall(r)
 	}
@@ -308,28 +306,36 @@ func (a *Assets) toolCalls(r *Request, syn toolSyntax, named bool) (*grammar.Spe
 // mistralCallID is the 9 alphanumerics of a Mistral tool-call id.
 const mistralCallID = "[A-Za-z0-9]{9}"
 
-// mistralObjects is one call of Mistral Nemo's list, {"name": "f",
-// "arguments": {...}} with an optional ", "id": "abcdefghi"" as its
-// template renders it, for any of the tools (r.ToolName when named).
-func (a *Assets) mistralObjects(r *Request, forced bool) (*grammar.Spec, error) {
-	return a.perTool(r, func(t tool, name string) grammar.Spec {
+// mistralBody is what follows [TOOL_CALLS] in Mistral's syntax syn, to any
+// of the tools (r.ToolName when named): Nemo's list of call objects
+// [{"name": "f", "arguments": {...}}] (each with an optional
+// ", "id": "abcdefghi"", as its template renders them; several, ", "
+// apart, when many), or the v11+ tokenizers' one call
+// f[CALL_ID]abcdefghi[ARGS]{...} ([CALL_ID] optional; several calls
+// repeat [TOOL_CALLS]).
+func (a *Assets) mistralBody(r *Request, syn toolSyntax, forced, many bool) (*grammar.Spec, error) {
+	if syn == mistralArgsCalls {
+		return a.perTool(r, func(t tool, _ string) grammar.Spec {
+			return grammar.Spec{Seq: []grammar.Spec{
+				{Text: t.name},
+				{Alt: []grammar.Spec{{Text: "[ARGS]"}, {Seq: []grammar.Spec{{Text: "[CALL_ID]"}, {Regex: mistralCallID}, {Text: "[ARGS]"}}}}},
+				a.argsSpec(t, forced),
+			}}
+		})
+	}
+	call, err := a.perTool(r, func(t tool, name string) grammar.Spec {
 		return grammar.Spec{Seq: []grammar.Spec{
 			{Text: `{"name": ` + name + `, "arguments": `}, a.argsSpec(t, forced),
 			{Alt: []grammar.Spec{{Text: "}"}, {Seq: []grammar.Spec{{Text: `, "id": "`}, {Regex: mistralCallID}, {Text: `"}`}}}}},
 		}}
 	})
-}
-
-// mistralArgsCall is one [TOOL_CALLS]f[CALL_ID]abcdefghi[ARGS]{...} call
-// ([CALL_ID] optional) to any of the tools (r.ToolName when named).
-func (a *Assets) mistralArgsCall(r *Request, forced bool) (*grammar.Spec, error) {
-	return a.perTool(r, func(t tool, _ string) grammar.Spec {
-		return grammar.Spec{Seq: []grammar.Spec{
-			{Text: "[TOOL_CALLS]" + t.name},
-			{Alt: []grammar.Spec{{Text: "[ARGS]"}, {Seq: []grammar.Spec{{Text: "[CALL_ID]"}, {Regex: mistralCallID}, {Text: "[ARGS]"}}}}},
-			a.argsSpec(t, forced),
-		}}
-	})
+	if err != nil {
+		return nil, err
+	}
+	if many {
+		call = &grammar.Spec{Plus: []grammar.Spec{*call, {Text: ", "}}}
+	}
+	return &grammar.Spec{Seq: []grammar.Spec{{Text: "["}, *call, {Text: "]"}}}, nil
 }
 
 // harmonyReasoning is an analysis message's text: anything without "<|"

@@ -367,3 +367,52 @@ func TestHarmonyFormat(t *testing.T) {
 		})
 	}
 }
+
+// TestStrictToolsAfterToolCalls: with tool_choice auto and a strict tool,
+// on Mistral's templates a call the model opens with [TOOL_CALLS] follows
+// the tool's schema, and the text around calls stays free.
+func TestStrictToolsAfterToolCalls(t *testing.T) {
+	byName := map[string]fixtureTemplate{}
+	for _, ft := range fixtureTemplates(t) {
+		byName[ft.name] = ft
+	}
+	tests := []struct {
+		template, text string
+		accept         bool
+	}{
+		{"mistral-small-3.2", `Let me look. [TOOL_CALLS]get_weather[ARGS]{"city":"Paris","n":2}[TOOL_CALLS]get_time[ARGS]{"any":[1]}`, true},
+		{"mistral-small-3.2", `[TOOL_CALLS]get_weather[ARGS]{"city":1}`, false},
+		{"mistral-small-3.2", `[TOOL_CALLS]get_wether[ARGS]{}`, false},
+		{"mistral-nemo", `Sure. [TOOL_CALLS][{"name": "get_weather", "arguments": {"city":"Paris"}}, {"name": "get_time", "arguments": {"x":true}, "id": "abcDEF123"}] done`, true},
+		{"mistral-nemo", `[TOOL_CALLS][{"name": "get_weather", "arguments": {"town":"Paris"}}]`, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.template+"/"+tc.text, func(t *testing.T) {
+			ft := byName[tc.template]
+			a := assets(t, ft.source)
+			a.SpecialTokens = ft.special
+			r := &chat.Request{Messages: msgs(t, `[`+userTurn+`]`), Tools: msgs(t, weatherTools), StrictTools: map[string]bool{"get_weather": true}}
+			p, err := a.Prepare(r, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gd, err := a.Guides().Guide(p.Plan, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ok := true
+			for _, id := range a.Tokenizer.EncodeIDs(tc.text, false) {
+				if mask, constrained := gd.Mask(); constrained && !mask.Has(id) {
+					ok = false
+					break
+				}
+				if err := gd.Accept(id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if ok != tc.accept {
+				t.Fatalf("accepted %v, want %v", ok, tc.accept)
+			}
+		})
+	}
+}
