@@ -172,8 +172,9 @@ func TestProcessor(t *testing.T) {
 	}
 }
 
-// FuzzToolCalls: whatever the model generates, the processor neither
-// panics nor streams tool-call pieces that disagree with the final calls.
+// FuzzToolCalls: whatever the model generates, in any syntax, the
+// processor neither panics nor streams tool-call pieces that disagree with
+// the final calls.
 func FuzzToolCalls(f *testing.F) {
 	for _, s := range []string{
 		`<tool_call>{"name": "f", "arguments": {"a": "b\"c"}}</tool_call>`,
@@ -182,11 +183,23 @@ func FuzzToolCalls(f *testing.F) {
 		`<tool_call>{"arguments": 5, "name": "n"}</tool_call><tool_call>{"name"`,
 		`text <tool_call>{"name": "f", "arguments": {"s": "\u00`,
 	} {
-		f.Add(s)
+		f.Add(s, uint8(SyntaxDefault))
+	}
+	for _, s := range []string{
+		`[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}, "id": "abcDEF123"}, {"name": "g"`,
+		`a[TOOL_CALLS]f[CALL_ID]abcDEF123[ARGS]{"a": "\u00e9"}[TOOL_CALLS]g[ARGS]5`,
+	} {
+		f.Add(s, uint8(SyntaxMistral))
+	}
+	for _, s := range []string{
+		`<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"a":1}<|call|>`,
+		` to=functions.f<|channel|>commentary json<|message|>{"a"<|start|>assistant<|channel|>final<|message|>hi`,
+	} {
+		f.Add(s, uint8(SyntaxHarmony))
 	}
 	tok := byteTok(f)
-	f.Fuzz(func(t *testing.T, gen string) {
-		p := New(tok, Options{Tools: true})
+	f.Fuzz(func(t *testing.T, gen string, syntax uint8) {
+		p := New(tok, Options{Tools: true, Syntax: Syntax(syntax % 3)})
 		var streamed []ToolCall
 		add := func(ds []ToolDelta) {
 			for _, td := range ds {
