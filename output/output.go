@@ -81,7 +81,13 @@ func New(tok *tokenizer.Tokenizer, opts Options) *Processor {
 	// leading space on SentencePiece tokenizers, as vLLM and llama.cpp
 	// return it (they decode with the prompt's last tokens as prefix).
 	p := &Processor{tok: tok, opts: opts}
-	for _, m := range opts.Syntax.Markers() {
+	var markers []string
+	if opts.Tools || opts.Syntax == SyntaxHarmony {
+		// Mistral's markers matter only to tool calls; harmony's frame
+		// every reply.
+		markers = opts.Syntax.Markers()
+	}
+	for _, m := range markers {
 		if id, ok := tok.TokenID(m); ok && tok.IsSpecial(id) {
 			if p.markers == nil {
 				p.markers = map[int32]bool{}

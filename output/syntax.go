@@ -20,8 +20,8 @@ const (
 	// and the v11+ tokenizers' (Mistral Small 3.2)
 	// [TOOL_CALLS]f[CALL_ID]abcdefghi[ARGS]{...}, one [TOOL_CALLS] per call
 	// ([CALL_ID] optional). [TOOL_CALLS], [ARGS] and [CALL_ID] are special
-	// tokens in Mistral's tokenizers: they are decoded as their text, the
-	// other special tokens are still skipped.
+	// tokens in Mistral's tokenizers: with Options.Tools they are decoded
+	// as their text, the other special tokens are still skipped.
 	SyntaxMistral
 	// SyntaxHarmony parses gpt-oss's harmony messages: each message is a
 	// header (<|start|>assistant, <|channel|>NAME, an optional recipient

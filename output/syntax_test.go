@@ -74,6 +74,8 @@ func TestSpecialMarkers(t *testing.T) {
 			gen: "Hi[INST] there</s>", content: "Hi there"},
 		{name: "mistral markers are skipped by the default syntax", tok: mistral, opts: Options{Tools: true},
 			gen: `[TOOL_CALLS]f[ARGS]{}</s>`, content: `f{}`},
+		{name: "mistral markers are skipped without tools", tok: mistral, opts: Options{Syntax: SyntaxMistral},
+			gen: `[TOOL_CALLS]f[ARGS]{}</s>`, content: `f{}`},
 		{name: "gpt-oss answer", tok: gptoss, opts: Options{Syntax: SyntaxHarmony},
 			gen:       "<|channel|>analysis<|message|>Greeting: answer briefly.<|end|><|start|>assistant<|channel|>final<|message|>Hello! 👋<|return|>",
 			reasoning: "Greeting: answer briefly.", content: "Hello! 👋"},
