@@ -118,9 +118,9 @@ func (r *Request) ConstraintKind() string {
 // [CALL_ID], harmony's <|start|>, <|channel|>, <|constrain|>, <|message|>
 // and <|end|>. A grammar then writes each as the one token the model
 // knows, as the output parser reads it (output.Syntax.Markers). The
-// tokens that end a generation (<|call|>, <|return|>, any of eos) stay out: a grammar
-// could otherwise pick one where its text is allowed, inside a JSON
-// string, and end the output there.
+// tokens that end a generation (<|call|>, <|return|>, any of eos) stay
+// out: a grammar could otherwise pick one where its text is allowed,
+// inside a JSON string, and end the output there.
 func markerBytes(tok *tokenizer.Tokenizer, eos []int32) [][]byte {
 	all := tok.AllTokenBytes()
 	var out [][]byte
