@@ -3,14 +3,19 @@ package chat_test
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/troupe-ai/troupe/chat"
 	"github.com/troupe-ai/troupe/grammar"
 	"github.com/troupe-ai/troupe/internal/fixtures"
+	"github.com/troupe-ai/troupe/model/checkpoint"
 	"github.com/troupe-ai/troupe/output"
+	"github.com/troupe-ai/troupe/templates"
 	"github.com/troupe-ai/troupe/tokenizer"
 )
 
@@ -412,6 +417,105 @@ func TestStrictToolsAfterToolCalls(t *testing.T) {
 			}
 			if ok != tc.accept {
 				t.Fatalf("accepted %v, want %v", ok, tc.accept)
+			}
+		})
+	}
+}
+
+// mistralAssets are the Mistral Small 3.2 template over the byte tokenizer
+// with Mistral's markers and EOS added as special tokens, as Mistral's
+// tokenizers have them.
+func mistralAssets(t *testing.T, src string, special *templates.Dict) *chat.Assets {
+	t.Helper()
+	dir := t.TempDir()
+	if err := checkpoint.WriteByteTokenizer(dir); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "tokenizer.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tj map[string]any
+	if err := json.Unmarshal(raw, &tj); err != nil {
+		t.Fatal(err)
+	}
+	added, _ := tj["added_tokens"].([]any)
+	for i, s := range []string{"</s>", "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"} {
+		added = append(added, map[string]any{"id": checkpoint.ByteVocab + i, "content": s, "single_word": false,
+			"lstrip": false, "rstrip": false, "normalized": false, "special": true})
+	}
+	tj["added_tokens"] = added
+	if raw, err = json.Marshal(tj); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := assets(t, src)
+	if a.Tokenizer, err = tokenizer.Load(dir, tokenizer.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	a.SpecialTokens = special
+	eos, _ := a.Tokenizer.TokenID("</s>")
+	a.EOS = []int32{eos}
+	return a
+}
+
+// TestMistralMarkersAsTokens: where [TOOL_CALLS], [CALL_ID] and [ARGS] are
+// special tokens, a forced call (and, tool_choice auto, a strict one the
+// model opens) writes each as its one token, and the output parser reads
+// the calls back.
+func TestMistralMarkersAsTokens(t *testing.T) {
+	byName := map[string]fixtureTemplate{}
+	for _, ft := range fixtureTemplates(t) {
+		byName[ft.name] = ft
+	}
+	tests := []struct {
+		name, template string
+		choice         string
+		text           string
+		markers        int
+	}{
+		{"forced v11", "mistral-small-3.2", chat.ToolRequired, `[TOOL_CALLS]get_weather[CALL_ID]abcDEF123[ARGS]{"city":"Paris"}[TOOL_CALLS]get_time[ARGS]{"tz":"CET"}</s>`, 5},
+		{"strict v11", "mistral-small-3.2", chat.ToolAuto, `Checking. [TOOL_CALLS]get_weather[ARGS]{"city":"Paris"}</s>`, 2},
+		{"forced nemo", "mistral-nemo", chat.ToolRequired, `[TOOL_CALLS][{"name": "get_weather", "arguments": {"city":"Paris"}}, {"name": "get_time", "arguments": {"tz":"CET"}, "id": "abcDEF123"}]</s>`, 1},
+		{"strict nemo", "mistral-nemo", chat.ToolAuto, `Checking. [TOOL_CALLS][{"name": "get_weather", "arguments": {"city":"Paris"}}]</s>`, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ft := byName[tc.template]
+			a := mistralAssets(t, ft.source, ft.special)
+			r := &chat.Request{Messages: msgs(t, `[`+userTurn+`]`), Tools: msgs(t, weatherTools), ToolChoice: tc.choice, StrictTools: map[string]bool{"get_weather": true}}
+			p, err := a.Prepare(r, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gd, err := a.Guides().Guide(p.Plan, a.EOS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := output.New(a.Tokenizer, output.Options{Tools: true, Syntax: p.Syntax})
+			markers := 0
+			for i, id := range a.Tokenizer.EncodeIDs(tc.text, false) {
+				if mask, ok := gd.Mask(); ok && !mask.Has(id) {
+					t.Fatalf("token %d (%d) of %q is not allowed", i, id, tc.text)
+				}
+				if err := gd.Accept(id); err != nil {
+					t.Fatal(err)
+				}
+				if a.Tokenizer.IsSpecial(id) && !slices.Contains(a.EOS, id) {
+					markers++
+				}
+				out.Add(id)
+			}
+			out.Finish()
+			if markers != tc.markers {
+				t.Fatalf("%d marker tokens, want %d", markers, tc.markers)
+			}
+			calls, _ := out.ToolCalls()
+			if len(calls) == 0 || calls[0].Name != "get_weather" || calls[0].Arguments != `{"city":"Paris"}` || !calls[0].Complete {
+				t.Fatalf("calls %+v", calls)
 			}
 		})
 	}
