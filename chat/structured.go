@@ -183,8 +183,15 @@ func (a *Assets) plan(r *Request, tmplSrc, prompt string) ([]byte, error) {
 			return nil, err
 		}
 		p.Spec, p.Trigger = *body, "[TOOL_CALLS]"
+	case r.Tools != nil && r.IsChat() && syntaxOf(tmplSrc) == harmonyCalls:
+		// The same after gpt-oss's recipient.
+		body, err := a.harmonyRecipient(r)
+		if err != nil {
+			return nil, err
+		}
+		p.Spec, p.Trigger = *body, "to=functions."
 	default:
-		return nil, nil // strict tools in a syntax with no opening tag (Llama 3) or several (gpt-oss): the model decides
+		return nil, nil // strict tools in a syntax with no opening tag (Llama 3): the model decides
 	}
 	if p.Trigger == "" && r.IsChat() && strings.Contains(tmplSrc, thinkOpen) {
 		// Reasoning comes first: the prompt may have opened the block
@@ -359,6 +366,19 @@ func (a *Assets) harmonyCall(r *Request) (*grammar.Spec, error) {
 		return nil, err
 	}
 	return harmonyReply(*call), nil
+}
+
+// harmonyRecipient is what follows "to=functions." in a gpt-oss call the
+// model opens (tool_choice auto, strict tools): a tool's name, the rest of
+// the header in either order (see harmonyCalls) and its arguments.
+func (a *Assets) harmonyRecipient(r *Request) (*grammar.Spec, error) {
+	return a.perTool(r, func(t tool, _ string) grammar.Spec {
+		return grammar.Spec{Seq: []grammar.Spec{
+			{Text: t.name},
+			{Alt: []grammar.Spec{{Text: "<|channel|>commentary json<|message|>"}, {Text: " <|constrain|>json<|message|>"}}},
+			a.argsSpec(t, false),
+		}}
+	})
 }
 
 // harmonyReply is a gpt-oss reply whose last message is msg (its header

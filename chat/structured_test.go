@@ -520,3 +520,54 @@ func TestMistralMarkersAsTokens(t *testing.T) {
 		})
 	}
 }
+
+// TestStrictToolsHarmony: with tool_choice auto and a strict tool, a
+// gpt-oss call follows the tool's schema from its recipient on, in either
+// header order, and the rest of the reply stays free.
+func TestStrictToolsHarmony(t *testing.T) {
+	var ft fixtureTemplate
+	for _, f := range fixtureTemplates(t) {
+		if f.name == "gpt-oss" {
+			ft = f
+		}
+	}
+	tests := []struct {
+		name, text string
+		accept     bool
+	}{
+		{"template order", `<|channel|>analysis<|message|>Call it.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{"city":"Paris"}`, true},
+		{"harmony order", `<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Paris","n":2}`, true},
+		{"a plain answer", `<|channel|>final<|message|>It is sunny {"city": 1}.`, true},
+		{"against the schema", `<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":1}`, false},
+		{"unknown tool", `<|channel|>commentary to=functions.get_wether <|constrain|>json<|message|>{}`, false},
+		{"a non-strict tool takes any object", `<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{"x":[1]}`, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := assets(t, ft.source)
+			a.SpecialTokens = ft.special
+			r := &chat.Request{Messages: msgs(t, `[`+userTurn+`]`), Tools: msgs(t, weatherTools), StrictTools: map[string]bool{"get_weather": true}}
+			p, err := a.Prepare(r, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gd, err := a.Guides().Guide(p.Plan, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ok := true
+			for _, id := range a.Tokenizer.EncodeIDs(tc.text, false) {
+				if mask, constrained := gd.Mask(); constrained && !mask.Has(id) {
+					ok = false
+					break
+				}
+				if err := gd.Accept(id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if ok != tc.accept {
+				t.Fatalf("accepted %v, want %v", ok, tc.accept)
+			}
+		})
+	}
+}
