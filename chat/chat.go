@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/troupe-ai/troupe/grammar"
+	"github.com/troupe-ai/troupe/output"
 	"github.com/troupe-ai/troupe/sample"
 	"github.com/troupe-ai/troupe/templates"
 	"github.com/troupe-ai/troupe/tokenizer"
@@ -164,6 +165,10 @@ type Prepared struct {
 	// Reasoning is set when the template thinks (<think> blocks), so output
 	// separates reasoning from the answer.
 	Reasoning bool
+	// Syntax is how the template's model writes tool calls (and, for
+	// gpt-oss, its channels): the output parser to use
+	// (output.Options.Syntax).
+	Syntax output.Syntax
 	// Plan is the structured-output constraint (grammar.Plan.Marshal),
 	// compiled once here; nil when the output is free.
 	Plan []byte
@@ -208,7 +213,8 @@ func (a *Assets) Prepare(r *Request, withBoundary bool) (*Prepared, error) {
 	if err != nil {
 		return nil, &BadRequest{fmt.Errorf("chat template: %w", err)}
 	}
-	p := &Prepared{Prompt: prompt, IDs: a.encode(prompt), Reasoning: strings.Contains(tmpl.Source(), "<think>")}
+	p := &Prepared{Prompt: prompt, IDs: a.encode(prompt), Reasoning: strings.Contains(tmpl.Source(), "<think>"),
+		Syntax: syntaxOf(tmpl.Source()).output()}
 	if p.Plan, err = a.plan(r, tmpl.Source(), prompt); err != nil {
 		return nil, err
 	}

@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/troupe-ai/troupe/grammar"
+	"github.com/troupe-ai/troupe/output"
 	"github.com/troupe-ai/troupe/templates"
+	"github.com/troupe-ai/troupe/tokenizer"
 )
 
 // Tool-choice modes (Request.ToolChoice).
@@ -31,17 +34,52 @@ const (
 	// llama3Calls: the whole reply is {"name": "f", "parameters": {...}}
 	// (Llama 3.1 to 3.3 JSON tool calling), one call.
 	llama3Calls
+	// mistralListCalls: [TOOL_CALLS][{"name": "f", "arguments": {...},
+	// "id": "abcdefghi"}, ...] (Mistral Nemo; the id is optional, the
+	// model may leave it to the runtime).
+	mistralListCalls
+	// mistralArgsCalls: [TOOL_CALLS]f[CALL_ID]abcdefghi[ARGS]{...}, one
+	// [TOOL_CALLS] per call (Mistral Small 3.2 and the other v11+
+	// tokenizers; [CALL_ID] is optional).
+	mistralArgsCalls
+	// harmonyCalls: gpt-oss. After the generation prompt's
+	// <|start|>assistant, an optional analysis message
+	// (<|channel|>analysis<|message|>...<|end|><|start|>assistant), then
+	// one call: " to=functions.f<|channel|>commentary json<|message|>{...}"
+	// as the template renders it, or "<|channel|>commentary to=functions.f
+	// <|constrain|>json<|message|>{...}" as harmony's guide writes it; the
+	// model ends it with <|call|>, one of its EOS tokens.
+	harmonyCalls
 )
 
 // syntaxOf reads the tool-call syntax off a template's source: Llama 3's
-// templates ask for {"name": ..., "parameters": ...}; the others that
-// render calls use the Hermes tags, which is also what the output parser
-// reads from any template.
+// templates ask for {"name": ..., "parameters": ...}, Mistral's render
+// [TOOL_CALLS] (with [ARGS] from the v11 tokenizers on), gpt-oss's render
+// harmony's channels; the others that render calls use the Hermes tags,
+// which is also what the output parser reads from any template.
 func syntaxOf(src string) toolSyntax {
-	if !strings.Contains(src, "<tool_call>") && strings.Contains(src, `"parameters": dictionary of argument name`) {
+	switch {
+	case strings.Contains(src, "<|channel|>") && strings.Contains(src, "<|call|>"):
+		return harmonyCalls
+	case strings.Contains(src, "[TOOL_CALLS]") && strings.Contains(src, "[ARGS]"):
+		return mistralArgsCalls
+	case strings.Contains(src, "[TOOL_CALLS]"):
+		return mistralListCalls
+	case !strings.Contains(src, "<tool_call>") && strings.Contains(src, `"parameters": dictionary of argument name`):
 		return llama3Calls
 	}
 	return hermesCalls
+}
+
+// output is the output parser's syntax for the tool-call syntax.
+func (s toolSyntax) output() output.Syntax {
+	switch s {
+	case mistralListCalls, mistralArgsCalls:
+		return output.SyntaxMistral
+	case harmonyCalls:
+		return output.SyntaxHarmony
+	}
+	return output.SyntaxDefault
 }
 
 // thinkOpen and thinkClose delimit a reasoning block.
@@ -52,9 +90,10 @@ const (
 
 // Guides returns the structured-output guides of the assets' vocabulary
 // (made once; the vocabulary's trie is built on the first constrained
-// request).
+// request). The special tokens that tool-call syntaxes write (see
+// markerBytes) are part of it.
 func (a *Assets) Guides() *grammar.Guides {
-	a.guidesOnce.Do(func() { a.guides = grammar.NewGuides(a.Tokenizer.AllTokenBytes()) })
+	a.guidesOnce.Do(func() { a.guides = grammar.NewGuides(markerBytes(a.Tokenizer, a.EOS)) })
 	return a.guides
 }
 
@@ -71,6 +110,34 @@ func (r *Request) ConstraintKind() string {
 		return "strict_tools"
 	}
 	return ""
+}
+
+// markerBytes is the vocabulary's token bytes (tokenizer.AllTokenBytes,
+// where special tokens have none) with the special tokens that a forced
+// tool call writes given their text: Mistral's [TOOL_CALLS], [ARGS] and
+// [CALL_ID], harmony's <|start|>, <|channel|>, <|constrain|>, <|message|>
+// and <|end|>. A grammar then writes each as the one token the model
+// knows, as the output parser reads it (output.Syntax.Markers). The
+// tokens that end a generation (<|call|>, <|return|>, any of eos) stay
+// out: a grammar could otherwise pick one where its text is allowed,
+// inside a JSON string, and end the output there.
+func markerBytes(tok *tokenizer.Tokenizer, eos []int32) [][]byte {
+	all := tok.AllTokenBytes()
+	var out [][]byte
+	for _, m := range []string{"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "<|start|>", "<|channel|>", "<|constrain|>", "<|message|>", "<|end|>"} {
+		id, ok := tok.TokenID(m)
+		if !ok || !tok.IsSpecial(id) || int(id) >= len(all) || all[id] != nil || slices.Contains(eos, id) {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(all)
+		}
+		out[id] = []byte(m)
+	}
+	if out == nil {
+		return all
+	}
+	return out
 }
 
 // constrained reports whether r asks for structured output.
@@ -95,6 +162,10 @@ func (a *Assets) plan(r *Request, tmplSrc, prompt string) ([]byte, error) {
 			return nil, err
 		}
 		p.Spec = *spec
+	case r.Format != nil && r.IsChat() && syntaxOf(tmplSrc) == harmonyCalls:
+		// gpt-oss: the answer is the final channel's message, after the
+		// reasoning the model may write first.
+		p.Spec = *harmonyReply(grammar.Spec{Seq: []grammar.Spec{{Text: "<|channel|>final<|message|>"}, *r.Format}})
 	case r.Format != nil:
 		p.Spec = *r.Format
 	case r.Tools != nil && syntaxOf(tmplSrc) == hermesCalls:
@@ -105,8 +176,22 @@ func (a *Assets) plan(r *Request, tmplSrc, prompt string) ([]byte, error) {
 			return nil, err
 		}
 		p.Spec, p.Trigger = *body, "<tool_call>"
+	case r.Tools != nil && (syntaxOf(tmplSrc) == mistralListCalls || syntaxOf(tmplSrc) == mistralArgsCalls):
+		// The same after Mistral's [TOOL_CALLS].
+		body, err := a.mistralBody(r, syntaxOf(tmplSrc), false, true)
+		if err != nil {
+			return nil, err
+		}
+		p.Spec, p.Trigger = *body, "[TOOL_CALLS]"
+	case r.Tools != nil && r.IsChat() && syntaxOf(tmplSrc) == harmonyCalls:
+		// The same after gpt-oss's recipient.
+		body, err := a.harmonyRecipient(r)
+		if err != nil {
+			return nil, err
+		}
+		p.Spec, p.Trigger = *body, "to=functions."
 	default:
-		return nil, nil // strict tools in a syntax with no opening tag: the model decides
+		return nil, nil // strict tools in a syntax with no opening tag (Llama 3): the model decides
 	}
 	if p.Trigger == "" && r.IsChat() && strings.Contains(tmplSrc, thinkOpen) {
 		// Reasoning comes first: the prompt may have opened the block
@@ -194,24 +279,114 @@ func (a *Assets) argsSpec(t tool, forced bool) grammar.Spec {
 }
 
 // toolCalls is the grammar of a reply that is tool calls only: one or more
-// to any tool, or one to r.ToolName.
+// to any tool, or one to r.ToolName, in the syntax syn (one call at most
+// where the syntax has no more).
 func (a *Assets) toolCalls(r *Request, syn toolSyntax, named bool) (*grammar.Spec, error) {
-	if syn == llama3Calls {
-		calls, err := a.callObjects(r, "parameters", true)
+	one := named || r.OneToolCall
+	switch syn {
+	case llama3Calls:
+		return a.callObjects(r, "parameters", true)
+	case mistralListCalls, mistralArgsCalls:
+		body, err := a.mistralBody(r, syn, true, !one)
 		if err != nil {
 			return nil, err
 		}
-		return calls, nil
+		call := grammar.Spec{Seq: []grammar.Spec{{Text: "[TOOL_CALLS]"}, *body}}
+		if syn == mistralListCalls || one {
+			return &call, nil
+		}
+		return &grammar.Spec{Plus: []grammar.Spec{call}}, nil
+	case harmonyCalls:
+		return a.harmonyCall(r)
 	}
 	body, err := a.hermesBody(r, true)
 	if err != nil {
 		return nil, err
 	}
-	one := grammar.Spec{Seq: []grammar.Spec{{Text: "<tool_call>"}, *body}}
-	if named || r.OneToolCall {
-		return &one, nil
+	call := grammar.Spec{Seq: []grammar.Spec{{Text: "<tool_call>"}, *body}}
+	if one {
+		return &call, nil
 	}
-	return &grammar.Spec{Plus: []grammar.Spec{one, {Text: "\n"}}}, nil
+	return &grammar.Spec{Plus: []grammar.Spec{call, {Text: "\n"}}}, nil
+}
+
+// mistralCallID is the 9 alphanumerics of a Mistral tool-call id.
+const mistralCallID = "[A-Za-z0-9]{9}"
+
+// mistralBody is what follows [TOOL_CALLS] in Mistral's syntax syn, to any
+// of the tools (r.ToolName when named): Nemo's list of call objects
+// [{"name": "f", "arguments": {...}}] (each with an optional
+// ", "id": "abcdefghi"", as its template renders them; several, ", "
+// apart, when many), or the v11+ tokenizers' one call
+// f[CALL_ID]abcdefghi[ARGS]{...} ([CALL_ID] optional; several calls
+// repeat [TOOL_CALLS]).
+func (a *Assets) mistralBody(r *Request, syn toolSyntax, forced, many bool) (*grammar.Spec, error) {
+	if syn == mistralArgsCalls {
+		return a.perTool(r, func(t tool, _ string) grammar.Spec {
+			return grammar.Spec{Seq: []grammar.Spec{
+				{Text: t.name},
+				{Alt: []grammar.Spec{{Text: "[ARGS]"}, {Seq: []grammar.Spec{{Text: "[CALL_ID]"}, {Regex: mistralCallID}, {Text: "[ARGS]"}}}}},
+				a.argsSpec(t, forced),
+			}}
+		})
+	}
+	call, err := a.perTool(r, func(t tool, name string) grammar.Spec {
+		return grammar.Spec{Seq: []grammar.Spec{
+			{Text: `{"name": ` + name + `, "arguments": `}, a.argsSpec(t, forced),
+			{Alt: []grammar.Spec{{Text: "}"}, {Seq: []grammar.Spec{{Text: `, "id": "`}, {Regex: mistralCallID}, {Text: `"}`}}}}},
+		}}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if many {
+		call = &grammar.Spec{Plus: []grammar.Spec{*call, {Text: ", "}}}
+	}
+	return &grammar.Spec{Seq: []grammar.Spec{{Text: "["}, *call, {Text: "]"}}}, nil
+}
+
+// harmonyReasoning is an analysis message's text: anything without "<|"
+// (harmony's tokens).
+const harmonyReasoning = `([^<]|<[^|])*`
+
+// harmonyCall is gpt-oss's reply that is one call (see harmonyCalls): the
+// analysis message the model may write first, then the call's header in
+// either order and its arguments; <|call|> (EOS) ends it.
+func (a *Assets) harmonyCall(r *Request) (*grammar.Spec, error) {
+	call, err := a.perTool(r, func(t tool, _ string) grammar.Spec {
+		return grammar.Spec{Seq: []grammar.Spec{
+			{Alt: []grammar.Spec{
+				{Text: " to=functions." + t.name + "<|channel|>commentary json<|message|>"},
+				{Text: "<|channel|>commentary to=functions." + t.name + " <|constrain|>json<|message|>"},
+			}},
+			a.argsSpec(t, true),
+		}}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return harmonyReply(*call), nil
+}
+
+// harmonyRecipient is what follows "to=functions." in a gpt-oss call the
+// model opens (tool_choice auto, strict tools): a tool's name, the rest of
+// the header in either order (see harmonyCalls) and its arguments.
+func (a *Assets) harmonyRecipient(r *Request) (*grammar.Spec, error) {
+	return a.perTool(r, func(t tool, _ string) grammar.Spec {
+		return grammar.Spec{Seq: []grammar.Spec{
+			{Text: t.name},
+			{Alt: []grammar.Spec{{Text: "<|channel|>commentary json<|message|>"}, {Text: " <|constrain|>json<|message|>"}}},
+			a.argsSpec(t, false),
+		}}
+	})
+}
+
+// harmonyReply is a gpt-oss reply whose last message is msg (its header
+// included): the analysis message the model may write first, then msg.
+func harmonyReply(msg grammar.Spec) *grammar.Spec {
+	analysis := grammar.Spec{Seq: []grammar.Spec{
+		{Text: "<|channel|>analysis<|message|>"}, {Regex: harmonyReasoning}, {Text: "<|end|><|start|>assistant"}, msg}}
+	return &grammar.Spec{Alt: []grammar.Spec{analysis, msg}}
 }
 
 // hermesBody is what follows a <tool_call> tag: the call object on its own
@@ -228,6 +403,16 @@ func (a *Assets) hermesBody(r *Request, forced bool) (*grammar.Spec, error) {
 // any of the tools (only r.ToolName when the call is named), written as the
 // templates write them.
 func (a *Assets) callObjects(r *Request, argsKey string, forced bool) (*grammar.Spec, error) {
+	return a.perTool(r, func(t tool, name string) grammar.Spec {
+		return grammar.Spec{Seq: []grammar.Spec{
+			{Text: `{"name": ` + name + `, "` + argsKey + `": `}, a.argsSpec(t, forced), {Text: "}"}}}
+	})
+}
+
+// perTool is the alternatives of one call to each of r's tools (only
+// r.ToolName when the call is named), call(t, name) making the call to t
+// (name is t's name as a JSON string).
+func (a *Assets) perTool(r *Request, call func(t tool, name string) grammar.Spec) (*grammar.Spec, error) {
 	tools, err := a.tools(r)
 	if err != nil {
 		return nil, err
@@ -238,8 +423,7 @@ func (a *Assets) callObjects(r *Request, argsKey string, forced bool) (*grammar.
 			continue
 		}
 		name, _ := json.Marshal(t.name)
-		alts = append(alts, grammar.Spec{Seq: []grammar.Spec{
-			{Text: `{"name": ` + string(name) + `, "` + argsKey + `": `}, a.argsSpec(t, forced), {Text: "}"}}})
+		alts = append(alts, call(t, string(name)))
 	}
 	if len(alts) == 0 {
 		return nil, &BadRequest{fmt.Errorf("tool_choice names %q, which is not among the tools", r.ToolName)}

@@ -4,9 +4,10 @@
 // emitted, reasoning separated from the answer for templates that think
 // (<think>…</think>, including a prompt that already opened the block), and
 // tool calls parsed from the Hermes/Qwen <tool_call>{json}</tool_call> format
-// and the Llama 3 JSON format, streamed as they are generated: a call is
-// announced (ToolDelta with its id and name) once its name is known, then
-// its arguments follow piece by piece (see tools.go).
+// and the Llama 3 JSON format, or from Mistral's [TOOL_CALLS] and gpt-oss's
+// harmony messages (Options.Syntax, see Syntax), streamed as they are
+// generated: a call is announced (ToolDelta with its id and name) once its
+// name is known, then its arguments follow piece by piece (see tools.go).
 //
 // It runs per request, in the request's goroutine, off the scheduler's loop.
 package output
@@ -42,6 +43,9 @@ type Options struct {
 	// Tools enables tool-call parsing; tool-call text is then held back from
 	// the content.
 	Tools bool
+	// Syntax selects the tool-call parser (and, SyntaxHarmony, the reply's
+	// channels); the zero value reads Hermes tags and Llama 3 JSON.
+	Syntax Syntax
 }
 
 const (
@@ -53,7 +57,9 @@ const (
 
 // Processor is one stream's output state.
 type Processor struct {
+	tok      *tokenizer.Tokenizer
 	dec      *tokenizer.StreamDecoder
+	markers  map[int32]bool // special tokens decoded as text (Syntax.Markers)
 	opts     Options
 	pending  string // decoded text not yet classified (may start a stop string or a tag)
 	thinking bool
@@ -66,6 +72,7 @@ type Processor struct {
 	trimLead bool       // drop the newlines that follow </think>
 	sent     []streamed // tool calls announced so far
 	calls    []ToolCall // the final tool calls (after Finish)
+	harmony  harmony    // SyntaxHarmony's state
 }
 
 // New returns a processor decoding with tok.
@@ -73,11 +80,28 @@ func New(tok *tokenizer.Tokenizer, opts Options) *Processor {
 	// Output that continues visible prompt text keeps its first token's
 	// leading space on SentencePiece tokenizers, as vLLM and llama.cpp
 	// return it (they decode with the prompt's last tokens as prefix).
-	dec := tok.NewStreamDecoder(true)
-	if tail := opts.PromptIDs[max(0, len(opts.PromptIDs)-8):]; tok.Decode(tail, true) != "" {
-		dec = tok.NewContinuationDecoder(true)
+	p := &Processor{tok: tok, opts: opts}
+	var markers []string
+	if opts.Tools || opts.Syntax == SyntaxHarmony {
+		// Mistral's markers matter only to tool calls; harmony's frame
+		// every reply.
+		markers = opts.Syntax.Markers()
 	}
-	p := &Processor{dec: dec, opts: opts}
+	for _, m := range markers {
+		if id, ok := tok.TokenID(m); ok && tok.IsSpecial(id) {
+			if p.markers == nil {
+				p.markers = map[int32]bool{}
+			}
+			p.markers[id] = true
+		}
+	}
+	// With markers the decoder keeps special tokens, and Add skips the
+	// others before they reach it.
+	skip := p.markers == nil
+	p.dec = tok.NewStreamDecoder(skip)
+	if tail := opts.PromptIDs[max(0, len(opts.PromptIDs)-8):]; tok.Decode(tail, true) != "" {
+		p.dec = tok.NewContinuationDecoder(skip)
+	}
 	if opts.Reasoning {
 		open, cl := strings.LastIndex(opts.Prompt, thinkOpen), strings.LastIndex(opts.Prompt, thinkClose)
 		p.thinking = open >= 0 && open > cl
@@ -95,7 +119,7 @@ func (p *Processor) StopString() string { return p.stopWord }
 
 // Add feeds one token and returns the text that became final.
 func (p *Processor) Add(id int32) Delta {
-	if p.stopped {
+	if p.stopped || p.markers != nil && p.tok.IsSpecial(id) && !p.markers[id] {
 		return Delta{}
 	}
 	p.pending += p.dec.Add(id)
@@ -108,10 +132,13 @@ func (p *Processor) Finish() Delta {
 		p.pending += p.dec.Flush()
 	}
 	d := p.drain(true)
+	if p.opts.Syntax == SyntaxHarmony {
+		return p.finishHarmony(d)
+	}
 	if !p.inTool {
 		return d
 	}
-	calls := scanTools(p.held.String(), true)
+	calls := p.scan(p.held.String(), true)
 	valid := len(calls) > 0
 	for _, c := range calls {
 		valid = valid && c.valid
@@ -135,7 +162,11 @@ func (p *Processor) Finish() Delta {
 // drain moves pending text out, holding back a suffix that could still turn
 // into a stop string or a tag (unless final).
 func (p *Processor) drain(final bool) Delta {
+	if p.opts.Syntax == SyntaxHarmony {
+		return p.drainHarmony(final)
+	}
 	var d Delta
+	open := p.toolOpen()
 	for {
 		// Stop strings end everything.
 		if i, which := firstStop(p.pending, p.opts.Stop); i >= 0 {
@@ -185,18 +216,18 @@ func (p *Processor) drain(final bool) Delta {
 		if !final {
 			tags := p.opts.Stop
 			if p.opts.Tools && !p.inTool {
-				tags = append([]string{toolOpen}, tags...)
+				tags = append([]string{open}, tags...)
 			}
 			keep = holdBack(p.pending, tags)
 		}
 		out := p.pending[:len(p.pending)-keep]
 		p.pending = p.pending[len(p.pending)-keep:]
 		if p.opts.Tools && !p.inTool {
-			if i := strings.Index(out, toolOpen); i >= 0 {
+			if i := strings.Index(out, open); i >= 0 {
 				p.inTool = true
 				p.held.WriteString(out[i:])
 				out = out[:i]
-			} else if strings.HasPrefix(strings.TrimLeft(p.full.String()+out, " \n"), "{") && p.full.Len() == 0 && strings.TrimSpace(out) != "" {
+			} else if p.opts.Syntax == SyntaxDefault && strings.HasPrefix(strings.TrimLeft(p.full.String()+out, " \n"), "{") && p.full.Len() == 0 && strings.TrimSpace(out) != "" {
 				// Llama 3 style: the whole reply is a JSON object.
 				p.inTool = true
 				p.held.WriteString(out)
@@ -207,12 +238,28 @@ func (p *Processor) drain(final bool) Delta {
 			out = ""
 		}
 		if p.inTool && !final {
-			d.Tools = p.toolDeltas(scanTools(p.held.String(), false))
+			d.Tools = p.toolDeltas(p.scan(p.held.String(), false))
 		}
 		d.Content += out
 		p.full.WriteString(out)
 		return d
 	}
+}
+
+// toolOpen is the text that opens tool calls in the processor's syntax.
+func (p *Processor) toolOpen() string {
+	if p.opts.Syntax == SyntaxMistral {
+		return mistralCalls
+	}
+	return toolOpen
+}
+
+// scan scans held tool-call text in the processor's syntax.
+func (p *Processor) scan(text string, final bool) []callScan {
+	if p.opts.Syntax == SyntaxMistral {
+		return scanMistral(text, final)
+	}
+	return scanTools(text, final)
 }
 
 // firstStop finds the earliest stop string in s.

@@ -66,6 +66,40 @@ func TestProcessor(t *testing.T) {
 			calls: []ToolCall{{Name: "f", Arguments: `{"a": 1}`, Complete: true}}},
 		{name: "text after the calls is dropped", opts: Options{Tools: true}, gen: `<tool_call>{"name": "f", "arguments": {}}</tool_call> and more`,
 			calls: []ToolCall{{Name: "f", Arguments: `{}`, Complete: true}}},
+		{name: "mistral nemo list", opts: Options{Tools: true, Syntax: SyntaxMistral},
+			gen:     `Sure.[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "abcDEF123"}, {"name": "now", "arguments": {}}]`,
+			content: "Sure.", calls: []ToolCall{{Name: "get_weather", Arguments: `{"city": "Paris"}`, Complete: true}, {Name: "now", Arguments: `{}`, Complete: true}}},
+		{name: "mistral nemo arguments as a string", opts: Options{Tools: true, Syntax: SyntaxMistral}, gen: `[TOOL_CALLS][{"name": "f", "arguments": "{\"a\": 1}"}]`,
+			calls: []ToolCall{{Name: "f", Arguments: `{"a": 1}`, Complete: true}}},
+		{name: "mistral nemo cut short", opts: Options{Tools: true, Syntax: SyntaxMistral}, gen: `[TOOL_CALLS][{"name": "f", "arguments": {"a": "b`,
+			calls: []ToolCall{{Name: "f", Arguments: `{"a": "b`}}},
+		{name: "mistral nemo list without its bracket", opts: Options{Tools: true, Syntax: SyntaxMistral}, gen: `[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}}`,
+			calls: []ToolCall{{Name: "f", Arguments: `{"a": 1}`, Complete: true}}},
+		{name: "mistral args calls", opts: Options{Tools: true, Syntax: SyntaxMistral},
+			gen:   `[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]get_time[CALL_ID]abcDEF123[ARGS]{"tz": "CET"}`,
+			calls: []ToolCall{{Name: "get_weather", Arguments: `{"city": "Paris"}`, Complete: true}, {Name: "get_time", Arguments: `{"tz": "CET"}`, Complete: true}}},
+		{name: "mistral args cut short", opts: Options{Tools: true, Syntax: SyntaxMistral}, gen: `OK [TOOL_CALLS]f[ARGS]{"a": [1, 2`,
+			content: "OK ", calls: []ToolCall{{Name: "f", Arguments: `{"a": [1, 2`}}},
+		{name: "mistral name without arguments is content", opts: Options{Tools: true, Syntax: SyntaxMistral}, gen: `[TOOL_CALLS]f and more`, content: `[TOOL_CALLS]f and more`},
+		{name: "mistral reads no hermes tags nor bare json", opts: Options{Tools: true, Syntax: SyntaxMistral}, gen: `{"name": "f", "parameters": {}}<tool_call>`,
+			content: `{"name": "f", "parameters": {}}<tool_call>`},
+		{name: "harmony reasoning then answer", opts: Options{Syntax: SyntaxHarmony},
+			gen:       "<|channel|>analysis<|message|>The user greets.<|end|><|start|>assistant<|channel|>final<|message|>Hi there!<|return|>",
+			reasoning: "The user greets.", content: "Hi there!"},
+		{name: "harmony call as the template renders it", opts: Options{Tools: true, Syntax: SyntaxHarmony},
+			gen:   ` to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Paris", "n": 2}<|call|>`,
+			calls: []ToolCall{{Name: "get_weather", Arguments: `{"city": "Paris", "n": 2}`, Complete: true}}},
+		{name: "harmony call after reasoning", opts: Options{Tools: true, Syntax: SyntaxHarmony},
+			gen:       `<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Paris"}<|call|>`,
+			reasoning: "Need the weather.", calls: []ToolCall{{Name: "get_weather", Arguments: `{"city":"Paris"}`, Complete: true}}},
+		{name: "harmony preamble then call", opts: Options{Tools: true, Syntax: SyntaxHarmony},
+			gen:     `<|channel|>commentary<|message|>Checking.<|end|><|start|>assistant to=functions.f<|channel|>commentary json<|message|>{}<|call|>`,
+			content: "Checking.", calls: []ToolCall{{Name: "f", Arguments: `{}`, Complete: true}}},
+		{name: "harmony call cut short", opts: Options{Tools: true, Syntax: SyntaxHarmony}, gen: `<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"a": "b`,
+			calls: []ToolCall{{Name: "f", Arguments: `{"a": "b`}}},
+		{name: "harmony stop in the answer", opts: Options{Syntax: SyntaxHarmony, Stop: []string{"STOP"}}, gen: "<|channel|>final<|message|>one STOP two<|return|>", content: "one ", stop: "STOP"},
+		{name: "harmony without headers is content", opts: Options{Syntax: SyntaxHarmony}, gen: "Plain text.", content: "Plain text."},
+		{name: "harmony call without tools is content", opts: Options{Syntax: SyntaxHarmony}, gen: `<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}<|call|>`, content: "{}"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -129,7 +163,7 @@ func TestProcessor(t *testing.T) {
 				if streamed[i] != (ToolCall{ID: want.ID, Name: want.Name, Arguments: want.Arguments}) {
 					t.Fatalf("call %d streamed as %+v, final %+v", i, streamed[i], want)
 				}
-				nameFirst := strings.Index(tc.gen, `"name"`) < strings.Index(tc.gen, `"arguments"`) || strings.Contains(tc.gen, `"parameters"`)
+				nameFirst := strings.Index(tc.gen, `"name"`) < strings.Index(tc.gen, `"arguments"`) || strings.Contains(tc.gen, `"parameters"`) || tc.opts.Syntax != SyntaxDefault
 				if nameFirst && len(want.Arguments) > 4 && pieces[i] < 2 {
 					t.Fatalf("call %d: arguments came in %d pieces", i, pieces[i])
 				}
@@ -138,8 +172,9 @@ func TestProcessor(t *testing.T) {
 	}
 }
 
-// FuzzToolCalls: whatever the model generates, the processor neither
-// panics nor streams tool-call pieces that disagree with the final calls.
+// FuzzToolCalls: whatever the model generates, in any syntax, the
+// processor neither panics nor streams tool-call pieces that disagree with
+// the final calls.
 func FuzzToolCalls(f *testing.F) {
 	for _, s := range []string{
 		`<tool_call>{"name": "f", "arguments": {"a": "b\"c"}}</tool_call>`,
@@ -148,11 +183,23 @@ func FuzzToolCalls(f *testing.F) {
 		`<tool_call>{"arguments": 5, "name": "n"}</tool_call><tool_call>{"name"`,
 		`text <tool_call>{"name": "f", "arguments": {"s": "\u00`,
 	} {
-		f.Add(s)
+		f.Add(s, uint8(SyntaxDefault))
+	}
+	for _, s := range []string{
+		`[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}, "id": "abcDEF123"}, {"name": "g"`,
+		`a[TOOL_CALLS]f[CALL_ID]abcDEF123[ARGS]{"a": "\u00e9"}[TOOL_CALLS]g[ARGS]5`,
+	} {
+		f.Add(s, uint8(SyntaxMistral))
+	}
+	for _, s := range []string{
+		`<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"a":1}<|call|>`,
+		` to=functions.f<|channel|>commentary json<|message|>{"a"<|start|>assistant<|channel|>final<|message|>hi`,
+	} {
+		f.Add(s, uint8(SyntaxHarmony))
 	}
 	tok := byteTok(f)
-	f.Fuzz(func(t *testing.T, gen string) {
-		p := New(tok, Options{Tools: true})
+	f.Fuzz(func(t *testing.T, gen string, syntax uint8) {
+		p := New(tok, Options{Tools: true, Syntax: Syntax(syntax % 3)})
 		var streamed []ToolCall
 		add := func(ds []ToolDelta) {
 			for _, td := range ds {

@@ -129,6 +129,7 @@ func StartN(rt *troupe.Runtime, r *chat.Request, n int, opts Options) (*Group, e
 		t.rec = RecordFrom(opts.Context)
 		t.proc = output.New(s.Prepared.Assets.Tokenizer, output.Options{
 			Stop: r.Stop, Prompt: prep.Prompt, PromptIDs: prep.IDs, Reasoning: opts.Reasoning && prep.Reasoning, Tools: r.Tools != nil,
+			Syntax: prep.Syntax,
 		})
 		g.Turns[i] = t
 	}
