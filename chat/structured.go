@@ -114,17 +114,19 @@ func (r *Request) ConstraintKind() string {
 
 // markerBytes is the vocabulary's token bytes (tokenizer.AllTokenBytes,
 // where special tokens have none) with the special tokens that a forced
-// tool call writes given their text: Mistral's [TOOL_CALLS], [ARGS] and
+// tool call writes (grammar.Markers: Mistral's [TOOL_CALLS], [ARGS] and
 // [CALL_ID], harmony's <|start|>, <|channel|>, <|constrain|>, <|message|>
-// and <|end|>. A grammar then writes each as the one token the model
-// knows, as the output parser reads it (output.Syntax.Markers). The
+// and <|end|>) given their private bytes (grammar.MarkerBytes). A grammar
+// then writes each as the one token the model knows, as the output parser
+// reads it (output.Syntax.Markers), and only where a plan's literal text
+// has it: no JSON string can hold those bytes. The
 // tokens that end a generation (<|call|>, <|return|>, any of eos) stay
 // out: a grammar could otherwise pick one where its text is allowed,
 // inside a JSON string, and end the output there.
 func markerBytes(tok *tokenizer.Tokenizer, eos []int32) [][]byte {
 	all := tok.AllTokenBytes()
 	var out [][]byte
-	for _, m := range []string{"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "<|start|>", "<|channel|>", "<|constrain|>", "<|message|>", "<|end|>"} {
+	for _, m := range grammar.Markers() {
 		id, ok := tok.TokenID(m)
 		if !ok || !tok.IsSpecial(id) || int(id) >= len(all) || all[id] != nil || slices.Contains(eos, id) {
 			continue
@@ -132,7 +134,7 @@ func markerBytes(tok *tokenizer.Tokenizer, eos []int32) [][]byte {
 		if out == nil {
 			out = slices.Clone(all)
 		}
-		out[id] = []byte(m)
+		out[id], _ = grammar.MarkerBytes(m)
 	}
 	if out == nil {
 		return all

@@ -25,7 +25,14 @@ type Guides struct {
 // NewGuides returns the guides of a vocabulary: tokens[id] are token id's
 // bytes, nil for tokens that never appear in constrained text (special
 // tokens), as tokenizer.AllTokenBytes gives them. tokens is not copied.
-func NewGuides(tokens [][]byte) *Guides { return &Guides{tokens: tokens} }
+//
+// A token whose bytes are a marker's MarkerBytes is that marker: plans
+// write the marker's text, which the Guides rewrites to those bytes.
+func NewGuides(tokens [][]byte) *Guides {
+	gs := &Guides{tokens: tokens}
+	gs.cache.rewrite = markerRewrite(tokens)
+	return gs
+}
 
 // Vocab returns the vocabulary's trie.
 func (gs *Guides) Vocab() *Vocab {

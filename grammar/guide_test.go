@@ -200,3 +200,31 @@ func TestSpecTooLarge(t *testing.T) {
 		t.Fatalf("got %v, want a too-large error on json_schema", err)
 	}
 }
+
+// TestGuideMarkers: a marker token (private bytes) is written where the
+// plan's literal has the marker's text, and never inside a JSON string,
+// where the same characters may still be written one by one.
+func TestGuideMarkers(t *testing.T) {
+	end, _ := grammar.MarkerBytes("<|end|>")
+	tokens, _, stop := toyVocab()
+	marker := int32(len(tokens))
+	tokens = append(tokens, end)
+	gs := grammar.NewGuides(tokens)
+	plan := grammar.Plan{Spec: grammar.Spec{Seq: []grammar.Spec{{Text: "<|end|>"}, {JSONSchema: []byte(`{"type":"string"}`)}}}}
+	gd, err := gs.Guide(plan.Marshal(), []int32{stop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mask, _ := gd.Mask()
+	if !mask.Has(marker) || mask.Has('<') {
+		t.Fatalf("at the literal: marker allowed %v, '<' allowed %v; want the marker only", mask.Has(marker), mask.Has('<'))
+	}
+	for _, id := range []int32{marker, '"', '<', '|'} {
+		if err := gd.Accept(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if mask, _ := gd.Mask(); mask.Has(marker) || !mask.Has('e') {
+		t.Fatalf("inside the string: marker allowed %v, 'e' allowed %v", mask.Has(marker), mask.Has('e'))
+	}
+}

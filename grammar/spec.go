@@ -285,6 +285,9 @@ func (b *Builder) spec(s *Spec, field string) (Sym, error) {
 type Cache struct {
 	// Size bounds the grammars kept (0: 64); the least recently used go.
 	Size int
+	// rewrite, when set, rewrites a decoded plan before it compiles (a
+	// Guides' markers).
+	rewrite func(*Plan)
 
 	mu   sync.Mutex
 	m    map[[32]byte]*cacheEntry
@@ -305,6 +308,9 @@ func (c *Cache) Plan(enc []byte) (*Plan, *Grammar, error) {
 	p, err := UnmarshalPlan(enc)
 	if err != nil {
 		return nil, nil, err
+	}
+	if c.rewrite != nil {
+		c.rewrite(p)
 	}
 	key := sha256.Sum256(enc)
 	c.mu.Lock()

@@ -347,7 +347,7 @@ func TestResponsesBadInput(t *testing.T) {
 		{"tool_choice names a missing tool", `{"input":"hi","tool_choice":{"type":"function","name":"f"}}`, 400, "tool_choice"},
 		{"json_schema format without a name", `{"input":"hi","text":{"format":{"type":"json_schema"}}}`, 400, "text.format.name"},
 		{"json_schema format without a schema", `{"input":"hi","text":{"format":{"type":"json_schema","name":"x"}}}`, 400, "text.format.schema"},
-		{"json_schema format with an unsupported keyword", `{"input":"hi","text":{"format":{"type":"json_schema","name":"x","schema":{"type":"object","patternProperties":{"a":{}}}}}}`, 400, "text.format.schema"},
+		{"json_schema format with an unsupported keyword", `{"input":"hi","text":{"format":{"type":"json_schema","name":"x","schema":{"type":"object","propertyNames":{"maxLength":3}}}}}`, 400, "text.format.schema"},
 		{"unknown format", `{"input":"hi","text":{"format":{"type":"xml"}}}`, 400, "text.format.type"},
 		{"background", `{"input":"hi","background":true}`, 400, "background"},
 		{"bad truncation", `{"input":"hi","truncation":"middle"}`, 400, "truncation"},
