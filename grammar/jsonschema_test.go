@@ -91,6 +91,9 @@ func TestSchema(t *testing.T) {
 			[]string{`"a@b.co"`}, []string{`"abcdef@g.com"`, `"ab"`}},
 		{"uri-reference", `{"type":"string","format":"uri-reference"}`,
 			[]string{`"/a/b?c"`, `"../x"`, `"http://a"`, `"#frag"`, `""`}, []string{`"a b"`, `"1a:b"`}},
+		{"multipleOf on integers", `{"type":"integer","multipleOf":3}`, []string{`0`, `3`, `-6`, `12`, `99`}, []string{`4`, `-5`, `"3"`, `10`}},
+		{"multipleOf with a positive lower bound", `{"type":"integer","multipleOf":5,"minimum":1}`, []string{`5`, `100`}, []string{`0`, `-5`, `7`}},
+		{"multipleOf 1 on numbers", `{"type":"number","multipleOf":1}`, []string{`5`, `-2`}, []string{`5.5`}},
 		{"a format no specification defines is an annotation", `{"type":"string","format":"int32","maxLength":3}`, []string{`"abc"`, `""`}, []string{`"abcd"`, `3`}},
 		{"nullable", `{"type":"string","nullable":true}`, []string{`"x"`, `null`}, []string{`1`}},
 	} {
