@@ -8,7 +8,9 @@ import (
 // Regular expressions (anchored, in JSON mode) for JSON Schema formats.
 const (
 	fmtDate = `[0-9]{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31|02-29)`
-	fmtTime = `(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\.[0-9]+)?(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])`
+	// fmtTime: RFC 3339's full-time. A leap second (:60) is refused: it is
+	// valid only at 23:59 UTC, which depends on the offset.
+	fmtTime = `(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]+)?(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])`
 	fmtHex  = `[0-9a-fA-F]`
 	fmtUUID = fmtHex + `{8}-` + fmtHex + `{4}-` + fmtHex + `{4}-` + fmtHex + `{4}-` + fmtHex + `{12}`
 	// fmtLabel is a DNS label: letters, digits and inner hyphens, at most
@@ -16,9 +18,11 @@ const (
 	fmtLabel    = `[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?`
 	fmtHostname = fmtLabel + `(?:\.` + fmtLabel + `)*`
 	fmtAtext    = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
-	fmtEmail    = fmtAtext + `+(?:\.` + fmtAtext + `+)*@` + fmtHostname
-	fmtOctet    = `(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])`
-	fmtIPv4     = fmtOctet + `(?:\.` + fmtOctet + `){3}`
+	// fmtEmail: a dot-atom local part of at most 64 characters (RFC 5321),
+	// as one atom or up to three of at most 20 each, then a hostname.
+	fmtEmail = `(?:` + fmtAtext + `{1,64}|` + fmtAtext + `{1,20}(?:\.` + fmtAtext + `{1,20}){1,2})@` + fmtHostname
+	fmtOctet = `(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])`
+	fmtIPv4  = fmtOctet + `(?:\.` + fmtOctet + `){3}`
 	// fmtURI: a scheme, ':', then RFC 3986's characters (unreserved,
 	// reserved, percent-encodings); the parts are not checked further.
 	fmtURI = `[A-Za-z][A-Za-z0-9+.-]*:(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})*`

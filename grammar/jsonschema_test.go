@@ -94,6 +94,9 @@ func TestSchema(t *testing.T) {
 		{"multipleOf on integers", `{"type":"integer","multipleOf":3}`, []string{`0`, `3`, `-6`, `12`, `99`}, []string{`4`, `-5`, `"3"`, `10`}},
 		{"multipleOf with a positive lower bound", `{"type":"integer","multipleOf":5,"minimum":1}`, []string{`5`, `100`}, []string{`0`, `-5`, `7`}},
 		{"multipleOf 1 on numbers", `{"type":"number","multipleOf":1}`, []string{`5`, `-2`}, []string{`5.5`}},
+		{"date-time without leap seconds", `{"type":"string","format":"date-time"}`, []string{`"2024-02-29T12:30:59Z"`}, []string{`"2024-02-29T12:30:60Z"`, `"2016-12-31T23:59:60Z"`}},
+		{"email local part of at most 64 characters", `{"type":"string","format":"email"}`,
+			[]string{`"a.b@c.de"`, `"` + strings.Repeat("a", 64) + `@c.de"`}, []string{`"` + strings.Repeat("a", 65) + `@c.de"`, `".a@c.de"`, `"a..b@c.de"`}},
 		{"a format no specification defines is an annotation", `{"type":"string","format":"int32","maxLength":3}`, []string{`"abc"`, `""`}, []string{`"abcd"`, `3`}},
 		{"nullable", `{"type":"string","nullable":true}`, []string{`"x"`, `null`}, []string{`1`}},
 	} {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -118,6 +119,30 @@ func TestStructuredOutput(t *testing.T) {
 	for kind, want := range map[string]float64{"json_schema": 9, "choice": 3, "regex": 3, "tool_calls": 3} {
 		if got := testutil.ToFloat64(s.rt.Metrics().Constrained.WithLabelValues(kind)); got != want {
 			t.Errorf("troupe_constrained_requests_total{kind=%q} = %v, want %v", kind, got, want)
+		}
+	}
+}
+
+// TestKeepAliveIsACommentLine: the SSE keep-alive of the OpenAI routes is
+// a comment line that never ends an event of its own (a blank line after
+// it makes openai-go dispatch an empty event and fail the stream): every
+// event block of the stream holds data.
+func TestKeepAliveIsACommentLine(t *testing.T) {
+	s := start(t, troupe.Options{}, troupehttp.Config{KeepAlive: time.Microsecond})
+	s.waitReady(t)
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":40,"stream":true,"ignore_eos":true}`},
+		{"/v1/responses", `{"input":"Hi","max_output_tokens":40,"stream":true}`},
+	} {
+		_, body := s.post(t, tc.path, tc.body)
+		text := string(body)
+		if !strings.Contains(text, ": keep-alive\n") {
+			t.Fatalf("%s: no keep-alive in a stream with a 1µs period", tc.path)
+		}
+		for _, block := range strings.Split(strings.TrimSpace(text), "\n\n") {
+			if !strings.Contains(block, "data:") {
+				t.Fatalf("%s: an event block without data: %q", tc.path, block)
+			}
 		}
 	}
 }

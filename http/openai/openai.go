@@ -236,7 +236,9 @@ func (a *API) run(c *fiber.Ctx, r *chat.Request, ans answer) error {
 			return write(last)
 		}
 		ping := func() bool {
-			_, err := w.WriteString(": keep-alive\n\n")
+			// A comment line alone: with a blank line after it, openai-go
+			// (v1) dispatches an empty event and fails the stream.
+			_, err := w.WriteString(": keep-alive\n")
 			return err == nil && w.Flush() == nil
 		}
 		if g.Run(emit, done, a.cfg.KeepAlive, ping) {

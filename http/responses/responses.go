@@ -725,7 +725,9 @@ func (b *builder) stream(w *bufio.Writer, tr *translated) {
 		return true
 	}
 	ping := func() bool {
-		_, err := w.WriteString(": keep-alive\n\n")
+		// A comment line alone: with a blank line after it, openai-go
+		// (v1) dispatches an empty event and fails the stream.
+		_, err := w.WriteString(": keep-alive\n")
 		return err == nil && w.Flush() == nil
 	}
 	if !b.t.Run(emit, b.api.cfg.KeepAlive, ping) {
