@@ -1054,14 +1054,15 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 	// (anyOrder); the others support only bounds their grammar meets
 	// anyway.
 	counts := propertyCounts{min: 0, max: -1}
+	countsKeyword := "" // a count only the any-order subsets can follow
 	if _, ok := s.get("minProperties"); ok {
 		n, _, err := c.count(s, "minProperties", ptr)
 		if err != nil {
 			return Sym{}, err
 		}
 		counts.min = n
-		if n > nRequired && len(members) > maxAnyOrder {
-			return Sym{}, c.fail(ptr, "minProperties", "not supported beyond the required properties on objects of more than %d properties", maxAnyOrder)
+		if n > nRequired {
+			countsKeyword = "minProperties"
 		}
 	}
 	if _, ok := s.get("maxProperties"); ok {
@@ -1070,8 +1071,8 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 			return Sym{}, err
 		}
 		counts.max = n
-		if (extraOK || len(patterns) > 0 || n < len(members)) && len(members) > maxAnyOrder {
-			return Sym{}, c.fail(ptr, "maxProperties", "not supported on objects of more than %d properties unless every declared property fits and no other is allowed", maxAnyOrder)
+		if extraOK || len(patterns) > 0 || n < len(members) {
+			countsKeyword = "maxProperties"
 		}
 	}
 	if counts.min > maxCountedProperties || counts.max > maxCountedProperties {
@@ -1175,12 +1176,20 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 	if len(members) <= maxAnyOrder {
 		return c.b.Seq("object", B('{'), c.anyOrder(members, extraOK, extraMember, deps, counts, sets, one), B('}')), nil
 	}
-	if sets != nil {
-		return Sym{}, c.fail(ptr, "oneOf", "required-property branches are not supported on objects of more than %d properties", maxAnyOrder)
-	}
 	if cost := len(members) << len(members); len(members) <= maxBudgetedOrder && cost <= anyOrderBudget-c.orderBudget {
 		c.orderBudget += cost
-		return c.b.Seq("object", B('{'), c.anyOrder(members, extraOK, extraMember, nil, propertyCounts{min: 0, max: -1}, nil, false), B('}')), nil
+		return c.b.Seq("object", B('{'), c.anyOrder(members, extraOK, extraMember, deps, counts, sets, one), B('}')), nil
+	}
+	// In the schema's order: what only the subsets follow fails.
+	why := countsKeyword
+	switch {
+	case deps != nil:
+		why = "dependentRequired"
+	case sets != nil:
+		why = "oneOf"
+	}
+	if why != "" {
+		return Sym{}, c.fail(ptr, why, "not supported on objects of more than %d properties (or past the schema's budget of %d alternatives for objects in any order)", maxAnyOrder, anyOrderBudget)
 	}
 	return c.b.Seq("object", B('{'), after(0, true), B('}')), nil
 }
@@ -1188,7 +1197,8 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 // dependencies reads dependentRequired (and the array form of draft 4-7's
 // dependencies) as, per member, the members it needs; nil when there are
 // none. They are enforced by anyOrder's subsets, so only for objects of at
-// most maxAnyOrder members whose keys involved are all declared (an
+// most maxBudgetedOrder members (within the budget) whose keys involved
+// are all declared (an
 // undeclared trigger is fine when no additional key may appear).
 func (c *schemaCompiler) dependencies(s *object, ptr string, members []orderMember, extraOK bool) ([]uint32, error) {
 	var deps []uint32
@@ -1213,8 +1223,8 @@ func (c *schemaCompiler) dependencies(s *object, ptr string, members []orderMemb
 				}
 				continue // the trigger cannot appear
 			}
-			if len(members) > maxAnyOrder {
-				return nil, c.fail(ptr, kw, "not supported on objects of more than %d properties", maxAnyOrder)
+			if len(members) > maxBudgetedOrder {
+				return nil, c.fail(ptr, kw, "not supported on objects of more than %d properties", maxBudgetedOrder)
 			}
 			if deps == nil {
 				deps = make([]uint32, len(members))

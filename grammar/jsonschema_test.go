@@ -70,6 +70,8 @@ func TestSchema(t *testing.T) {
 			[]string{`{"xa":"s"}`, `{"xb":"t","xa":"s"}`}, []string{`{}`, `{"xa":1}`, `{"xb":"t"}`}},
 		{"dependentRequired", `{"type":"object","properties":{"a":{},"b":{},"c":{}},"dependentRequired":{"a":["b"]}}`,
 			[]string{`{}`, `{"b":1}`, `{"a":1,"b":2}`, `{"b":2,"a":1}`, `{"c":1,"z":2}`}, []string{`{"a":1}`, `{"a":1,"c":2}`}},
+		{"dependentRequired on eight properties", `{"type":"object","properties":{"a":{},"b":{},"c":{},"d":{},"e":{},"f":{},"g":{},"h":{}},"dependentRequired":{"h":["a"]},"additionalProperties":false}`,
+			[]string{`{"b":1}`, `{"h":1,"a":2}`}, []string{`{"h":1}`, `{"h":1,"b":2}`}},
 		{"dependencies, array form", `{"type":"object","properties":{"a":{},"b":{}},"dependencies":{"b":["a"]},"additionalProperties":false}`,
 			[]string{`{"a":1}`, `{"a":1,"b":2}`}, []string{`{"b":1}`}},
 		{"minProperties and maxProperties", `{"type":"object","properties":{"a":{},"b":{}},"minProperties":2,"maxProperties":3}`,
