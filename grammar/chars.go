@@ -308,7 +308,18 @@ func (b *Builder) JSONChar(set CharSet) Sym {
 	if set.Empty() {
 		return never()
 	}
+	// The same set is the same rule: a key trie asks for "any character
+	// but this one" at every node of a name, and each costs hundreds of
+	// alternatives.
+	key := set.key()
+	if sym, ok := b.jsonChars[key]; ok {
+		return sym
+	}
+	if b.jsonChars == nil {
+		b.jsonChars = map[string]Sym{}
+	}
 	nt := b.Rule("jsonchar")
+	b.jsonChars[key] = N(nt)
 	for _, s := range utf8Seqs(set.Minus(jsonRawExcluded)) {
 		b.Alt(nt, seqSyms(s)...)
 	}

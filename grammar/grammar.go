@@ -96,6 +96,8 @@ type Builder struct {
 	err   error
 	// texts are the rules made by JSONText.
 	texts []int
+	// jsonChars are the rules JSONChar made, by character set.
+	jsonChars map[string]Sym
 }
 
 type rule struct {
@@ -302,20 +304,29 @@ func (b *Builder) Build(start int) (*Grammar, error) {
 		return nil, fmt.Errorf("grammar: start rule %d does not exist", start)
 	}
 	g := &Grammar{byLHS: make([][]int32, len(b.rules)+1), nullable: make([]bool, len(b.rules)+1)}
+	nProds := 1 // the augmented start
+	for _, r := range b.rules {
+		nProds += len(r.alts)
+	}
+	g.names = make([]string, 0, len(b.rules)+1)
+	g.prods = make([]prod, 0, nProds)
+	ids := make([]int32, nProds) // every rule's production ids, one array
 	for i, r := range b.rules {
 		g.names = append(g.names, r.name)
 		if len(r.alts) == 0 {
 			return nil, fmt.Errorf("grammar: rule %q has no alternative", r.name)
 		}
+		first := len(g.prods)
 		for _, a := range r.alts {
 			for _, s := range a {
 				if !s.Terminal() && int(s.NT) >= len(b.rules) {
 					return nil, fmt.Errorf("grammar: rule %q refers to rule %d, which does not exist", r.name, s.NT)
 				}
 			}
-			g.byLHS[i] = append(g.byLHS[i], int32(len(g.prods)))
+			ids[len(g.prods)] = int32(len(g.prods))
 			g.prods = append(g.prods, prod{lhs: int32(i), rhs: a})
 		}
+		g.byLHS[i] = ids[first:len(g.prods):len(g.prods)]
 	}
 	for _, nt := range b.texts {
 		for _, p := range g.byLHS[nt] {
