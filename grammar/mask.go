@@ -447,14 +447,16 @@ func (w *walker) walk(n int32, s *dstate, depth, covered int) {
 			continue
 		}
 		w.visits++
-		t := s.next[s.slot(w.cls[c])].Load()
-		if t == nil {
-			t = w.learn(s, depth, c)
-		}
+		// s takes c: the tokens ending at the child are allowed. The
+		// state after c matters only to walk on below it.
 		for _, id := range v.order[cn.lo:cn.tokEnd] {
 			w.dst.Set(id)
 		}
 		if v.nodes[child+1].edges > cn.edges {
+			t := s.next[s.slot(w.cls[c])].Load()
+			if t == nil {
+				t = w.learn(s, depth, c)
+			}
 			w.path[depth] = c
 			w.walk(child, t, depth+1, cov)
 		}
