@@ -406,7 +406,7 @@ func (w *walker) plainChildren(s *dstate) {
 func (w *walker) walk(n int32, s *dstate, depth, covered int) {
 	v := w.v
 	if depth > covered && s.inText {
-		if covered == depth-1 {
+		if w.onlyHere(covered, depth) {
 			// The common case, tokens whose tail starts here: a list.
 			for _, id := range v.plainIDs[v.plainAt[n]:v.plainAt[n+1]] {
 				w.dst.Set(id)
@@ -461,6 +461,20 @@ func (w *walker) walk(n int32, s *dstate, depth, covered int) {
 			w.walk(child, t, depth+1, cov)
 		}
 	}
+}
+
+// onlyHere reports whether the only tokens below the node at depth whose
+// plain tail starts after covered start it at depth: a plain tail begins
+// a character, so no token below starts one at a byte of the path that
+// continues a character (after the lead byte of a character that ends
+// here, say).
+func (w *walker) onlyHere(covered, depth int) bool {
+	for j := covered + 1; j < depth; j++ {
+		if utf8.RuneStart(w.path[j]) {
+			return false
+		}
+	}
+	return true
 }
 
 // learn runs the Matcher to find the state that byte c leads to from s,
