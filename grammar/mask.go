@@ -289,10 +289,11 @@ func (m Mask) Count() int {
 // matcher's grammar allows next: those whose every byte it takes from here,
 // and the EOS tokens where it can end. The matcher is left where it was.
 //
-// The walk follows the grammar's states (dstate) where it has met them
-// before and runs the Matcher only to learn a new transition; a state's
-// whole mask is cached once its walk was not trivial. Fill is safe to call
-// concurrently on matchers of one grammar (each matcher by one goroutine).
+// The walk follows the grammar's states (see the package doc) where it has
+// met them before and runs the Matcher only to learn a new transition; a
+// state's whole mask is cached once its walk was not trivial. Fill is safe
+// to call concurrently on matchers of one grammar (each matcher by one
+// goroutine), and moves m only while it runs.
 func (v *Vocab) Fill(m *Matcher, dst Mask) {
 	d := m.g.cache.set()
 	root := d.state(m)
