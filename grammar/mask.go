@@ -289,10 +289,11 @@ func (m Mask) Count() int {
 // matcher's grammar allows next: those whose every byte it takes from here,
 // and the EOS tokens where it can end. The matcher is left where it was.
 //
-// The walk follows the grammar's states (dstate) where it has met them
-// before and runs the Matcher only to learn a new transition; a state's
-// whole mask is cached once its walk was not trivial. Fill is safe to call
-// concurrently on matchers of one grammar (each matcher by one goroutine).
+// The walk follows the grammar's states (see the package doc) where it has
+// met them before and runs the Matcher only to learn a new transition; a
+// state's whole mask is cached once its walk was not trivial. Fill is safe
+// to call concurrently on matchers of one grammar (each matcher by one
+// goroutine), and moves m only while it runs.
 func (v *Vocab) Fill(m *Matcher, dst Mask) {
 	d := m.g.cache.set()
 	root := d.state(m)
@@ -406,7 +407,7 @@ func (w *walker) plainChildren(s *dstate) {
 func (w *walker) walk(n int32, s *dstate, depth, covered int) {
 	v := w.v
 	if depth > covered && s.inText {
-		if covered == depth-1 {
+		if w.onlyHere(covered, depth) {
 			// The common case, tokens whose tail starts here: a list.
 			for _, id := range v.plainIDs[v.plainAt[n]:v.plainAt[n+1]] {
 				w.dst.Set(id)
@@ -447,18 +448,34 @@ func (w *walker) walk(n int32, s *dstate, depth, covered int) {
 			continue
 		}
 		w.visits++
-		t := s.next[s.slot(w.cls[c])].Load()
-		if t == nil {
-			t = w.learn(s, depth, c)
-		}
+		// s takes c: the tokens ending at the child are allowed. The
+		// state after c matters only to walk on below it.
 		for _, id := range v.order[cn.lo:cn.tokEnd] {
 			w.dst.Set(id)
 		}
 		if v.nodes[child+1].edges > cn.edges {
+			t := s.next[s.slot(w.cls[c])].Load()
+			if t == nil {
+				t = w.learn(s, depth, c)
+			}
 			w.path[depth] = c
 			w.walk(child, t, depth+1, cov)
 		}
 	}
+}
+
+// onlyHere reports whether the only tokens below the node at depth whose
+// plain tail starts after covered start it at depth: a plain tail begins
+// a character, so no token below starts one at a byte of the path that
+// continues a character (after the lead byte of a character that ends
+// here, say).
+func (w *walker) onlyHere(covered, depth int) bool {
+	for j := covered + 1; j < depth; j++ {
+		if utf8.RuneStart(w.path[j]) {
+			return false
+		}
+	}
+	return true
 }
 
 // learn runs the Matcher to find the state that byte c leads to from s,
