@@ -625,8 +625,12 @@ func (e *Engine) Step() ([]Event, error) {
 			ev.Finish = FinishLength
 		} else if id := e.picked[i]; id < 0 || s.guideErr != nil {
 			// The constraint allows nothing more (its output is complete
-			// and no stop id may follow), or refused the token.
+			// and no stop id may follow, or it cannot go on: Err), or
+			// refused the token.
 			ev.Finish = FinishStop
+			if err, ok := s.req.Constraint.(interface{ Err() error }); ok && id < 0 && s.guideErr == nil {
+				s.guideErr = err.Err()
+			}
 			if s.guideErr != nil {
 				ev.Finish, ev.Err = FinishError, fmt.Errorf("engine: constrained output: %w", s.guideErr)
 			}

@@ -213,6 +213,16 @@ func (gd *Guide) take(id int32, bs []byte) error {
 	return nil
 }
 
+// Err reports why the guide cannot go on: a byte of its grammar took more
+// than MaxAdvanceWork (an ambiguous grammar), so the tokens it refused may
+// be the grammar's. The engine ends the sequence with this error.
+func (gd *Guide) Err() error {
+	if gd.m.TooBig() {
+		return fmt.Errorf("grammar: too ambiguous to follow (a byte took over %d Earley items)", MaxAdvanceWork)
+	}
+	return nil
+}
+
 // Free reports whether the output is outside the grammar (before After or
 // between triggers).
 func (gd *Guide) Free() bool { return !gd.on }

@@ -228,3 +228,33 @@ func TestGuideMarkers(t *testing.T) {
 		t.Fatalf("inside the string: marker allowed %v, 'e' allowed %v", mask.Has(marker), mask.Has('e'))
 	}
 }
+
+// TestTooAmbiguous: a grammar whose every byte costs more than the last
+// (root ::= root root | "a": completions grow with the square of the
+// length) stops taking bytes once one would pass MaxAdvanceWork, instead
+// of slowing every mask after it; the guide then reports why.
+func TestTooAmbiguous(t *testing.T) {
+	tokens, _, stop := toyVocab()
+	gs := grammar.NewGuides(tokens)
+	gd, err := gs.Guide((&grammar.Plan{Spec: grammar.Spec{GBNF: `root ::= root root | "a"`}}).Marshal(), []int32{stop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := grammar.ParseGBNF(`root ::= root root | "a"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := grammar.NewMatcher(g)
+	n := 0
+	for m.Advance('a') {
+		if n++; n > 5000 {
+			t.Fatal("5000 bytes taken: the work bound never applied")
+		}
+	}
+	if !m.TooBig() || n < 100 {
+		t.Fatalf("refused after %d bytes, TooBig %v", n, m.TooBig())
+	}
+	if gd.Err() != nil {
+		t.Fatalf("a fresh guide reports %v", gd.Err())
+	}
+}

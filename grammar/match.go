@@ -34,7 +34,19 @@ type Matcher struct {
 	gen   uint32
 	// predicted[nt] is the gen of the last set that predicted nt.
 	predicted []uint32
+	// work counts the items the byte being taken added or found again;
+	// tooBig is set once an Advance was refused for passing MaxAdvanceWork.
+	work   int
+	tooBig bool
 }
+
+// MaxAdvanceWork bounds the work of one byte: the Earley items its set
+// adds or finds again. The grammars the compilers make stay far below it;
+// an ambiguous grammar (GBNF's root ::= root root | "a") does more with
+// every byte (its completions grow with the square of the length), and
+// each mask would cost more than the last: past the bound the byte is
+// refused (TooBig), so the sequence ends instead of stalling its batch.
+const MaxAdvanceWork = 1 << 18
 
 type itemSlot struct {
 	gen uint32
@@ -91,6 +103,7 @@ func NewMatcher(g *Grammar) *Matcher {
 
 // add puts it in the set being built, once.
 func (m *Matcher) add(it item) {
+	m.work++
 	if 2*(m.nseen+1) > len(m.seen) {
 		m.grow()
 	}
@@ -138,6 +151,9 @@ func (m *Matcher) close() {
 	k := int32(len(m.starts) - 1)
 	var next ByteSet
 	for i := m.starts[k]; i < len(m.items); i++ {
+		if m.work > MaxAdvanceWork {
+			return // Advance undoes the set
+		}
 		it := m.items[i]
 		p := &m.g.prods[it.prod]
 		if int(it.dot) == len(p.rhs) {
@@ -216,9 +232,19 @@ func (m *Matcher) Advance(c byte) bool {
 			m.add(item{it.prod, it.dot + 1, it.origin})
 		}
 	}
+	m.work = 0
 	m.close()
+	if m.work > MaxAdvanceWork {
+		m.Reset(k)
+		m.tooBig = true
+		return false
+	}
 	return true
 }
+
+// TooBig reports whether an Advance was refused for passing
+// MaxAdvanceWork.
+func (m *Matcher) TooBig() bool { return m.tooBig }
 
 // AdvanceBytes takes every byte of bs; it reports false, changing nothing,
 // when the grammar refuses one of them.
