@@ -332,6 +332,7 @@ func (c *schemaCompiler) keyRegions(patterns []string, names []string, ptr strin
 		}
 		return fmt.Sprint(in), in, true
 	}
+	rev := reverse(next)
 	var out []keyRegion
 	seen := map[string]bool{}
 	for _, s := range states {
@@ -341,25 +342,12 @@ func (c *schemaCompiler) keyRegions(patterns []string, names []string, ptr strin
 		}
 		seen[rk] = true
 		// States that reach a final state of this region.
-		live := make([]bool, len(states))
-		for changed := true; changed; {
-			changed = false
-			for i, s := range states {
-				if live[i] {
-					continue
-				}
-				if r, _, ok := region(s); ok && r == rk {
-					live[i], changed = true, true
-					continue
-				}
-				for _, t := range next[i] {
-					if live[t] {
-						live[i], changed = true, true
-						break
-					}
-				}
-			}
+		final := make([]bool, len(states))
+		for i, s := range states {
+			r, _, ok := region(s)
+			final[i] = ok && r == rk
 		}
+		live := reaching(final, rev)
 		rules := map[int]int{}
 		var rule func(i int) int
 		rule = func(i int) int {
@@ -477,21 +465,14 @@ func (c *schemaCompiler) boundedPattern(patterns []string, minLen, maxLen int) (
 		return Sym{}, fmt.Errorf("the pattern's automaton times the length bound exceeds %d states", maxBoundedStates)
 	}
 	// live[q]: an accepting state is reachable from q.
-	live := slices.Clone(d.accept)
-	for changed := true; changed; {
-		changed = false
-		for q, row := range d.next {
-			if live[q] {
-				continue
-			}
-			for _, t := range row {
-				if live[t] {
-					live[q], changed = true, true
-					break
-				}
-			}
+	next := make([][]int, len(d.next))
+	for q, row := range d.next {
+		next[q] = make([]int, len(row))
+		for i, t := range row {
+			next[q][i] = int(t)
 		}
 	}
+	live := reaching(d.accept, reverse(next))
 	// Group each state's classes by target.
 	type edge struct {
 		to  int32
@@ -596,4 +577,40 @@ func productDFA(dfas []*keyDFA, classes int) (*keyDFA, error) {
 		out.next = append(out.next, row)
 	}
 	return out, nil
+}
+
+// reverse lists, per state, the states with a transition to it.
+func reverse(next [][]int) [][]int {
+	rev := make([][]int, len(next))
+	for q, row := range next {
+		for _, t := range row {
+			if n := len(rev[t]); n == 0 || rev[t][n-1] != q {
+				rev[t] = append(rev[t], q)
+			}
+		}
+	}
+	return rev
+}
+
+// reaching marks the states from which a final state is reachable: a
+// search backwards from the final states, linear in the transitions.
+func reaching(final []bool, rev [][]int) []bool {
+	live := slices.Clone(final)
+	var stack []int
+	for q, f := range final {
+		if f {
+			stack = append(stack, q)
+		}
+	}
+	for len(stack) > 0 {
+		q := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, p := range rev[q] {
+			if !live[p] {
+				live[p] = true
+				stack = append(stack, p)
+			}
+		}
+	}
+	return live
 }
