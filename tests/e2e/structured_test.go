@@ -101,6 +101,9 @@ type structCase struct {
 	// thinking: the template thinks and the request leaves it on, so the
 	// model may open a reasoning block before the constrained output.
 	thinking bool
+	// syntax is how the raw text of a forced call starts (after optional
+	// whitespace): the template's tool-call syntax.
+	syntax string
 }
 
 // callCheck validates forced tool calls: each call's tool is one of the
@@ -143,9 +146,9 @@ func TestStructuredSDK(t *testing.T) {
 	cc := callCheck{tools: map[string]*jsonschema.Schema{"plan_trip": schemaValidator(t, tripParams()), "take_note": schemaValidator(t, noteParams())}}
 	format := schemaValidator(t, formatSchema())
 	for _, sc := range []structCase{
-		{name: "qwen3-thinking", model: "tiny-qwen", url: qwen.url, thinking: true},
-		{name: "qwen3-no-thinking", model: "tiny-qwen", url: qwen.url},
-		{name: "llama3.1", model: "tiny-llama", url: llama.url},
+		{name: "qwen3-thinking", model: "tiny-qwen", url: qwen.url, thinking: true, syntax: "<tool_call>\n{\"name\": "},
+		{name: "qwen3-no-thinking", model: "tiny-qwen", url: qwen.url, syntax: "<tool_call>\n{\"name\": "},
+		{name: "llama3.1", model: "tiny-llama", url: llama.url, syntax: `{"name": `},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
@@ -218,8 +221,14 @@ func structChat(t *testing.T, sc structCase, cc callCheck, format *jsonschema.Sc
 			params.ToolChoice = tc.choice
 			params.Seed = openai.Int(seed)
 			stream := seed == 2
+			if !stream {
+				params.Logprobs = openai.Bool(true) // the raw text, to check the call syntax
+			}
 			t.Run(fmt.Sprintf("%s/seed%d/stream=%v", tc.name, seed, stream), func(t *testing.T) {
-				msg, finish := chatOnce(t, c, params, stream, opts)
+				msg, finish, raw := chatOnce(t, c, params, stream, opts)
+				if !stream && len(msg.ToolCalls) > 0 && !strings.HasPrefix(strings.TrimLeft(raw, " \t\r\n"), sc.syntax) {
+					t.Errorf("raw reply %.200q does not start with %q", raw, sc.syntax)
+				}
 				if reasoningCut(t, sc, finish, reasoningOf(msg), msg.Content, len(msg.ToolCalls)) {
 					return
 				}
@@ -246,7 +255,7 @@ func structChat(t *testing.T, sc structCase, cc callCheck, format *jsonschema.Sc
 			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "rating", Schema: formatSchema(), Strict: openai.Bool(true)}}}
 		stream := seed == 2
 		t.Run(fmt.Sprintf("response_format/seed%d/stream=%v", seed, stream), func(t *testing.T) {
-			msg, finish := chatOnce(t, c, params, stream, opts)
+			msg, finish, _ := chatOnce(t, c, params, stream, opts)
 			if reasoningCut(t, sc, finish, reasoningOf(msg), msg.Content, len(msg.ToolCalls)) {
 				return
 			}
@@ -271,7 +280,9 @@ func reasoningOf(m openai.ChatCompletionMessage) string {
 
 // chatOnce sends params, streamed or not; streamed, it checks that each
 // call's argument deltas add up to what the SDK's accumulator reports.
-func chatOnce(t *testing.T, c openai.Client, params openai.ChatCompletionNewParams, stream bool, opts []option.RequestOption) (openai.ChatCompletionMessage, string) {
+// Not streamed, it also returns the reply's raw text, from its logprobs
+// when the request asks for them.
+func chatOnce(t *testing.T, c openai.Client, params openai.ChatCompletionNewParams, stream bool, opts []option.RequestOption) (openai.ChatCompletionMessage, string, string) {
 	t.Helper()
 	if !stream {
 		r, err := c.Chat.Completions.New(ctx(t), params, opts...)
@@ -281,7 +292,11 @@ func chatOnce(t *testing.T, c openai.Client, params openai.ChatCompletionNewPara
 		if len(r.Choices) != 1 {
 			t.Fatalf("reply %s", r.RawJSON())
 		}
-		return r.Choices[0].Message, r.Choices[0].FinishReason
+		var raw strings.Builder
+		for _, lp := range r.Choices[0].Logprobs.Content {
+			raw.WriteString(lp.Token)
+		}
+		return r.Choices[0].Message, r.Choices[0].FinishReason, raw.String()
 	}
 	s := c.Chat.Completions.NewStreaming(ctx(t), params, opts...)
 	acc := openai.ChatCompletionAccumulator{}
@@ -317,7 +332,7 @@ func chatOnce(t *testing.T, c openai.Client, params openai.ChatCompletionNewPara
 			t.Fatalf("call %d: argument deltas %v, accumulated %q", i, got, call.Function.Arguments)
 		}
 	}
-	return msg, finish
+	return msg, finish, ""
 }
 
 // streamErr fails the test on a streaming error, except the known one:
