@@ -336,11 +336,11 @@ func chatOnce(t *testing.T, c openai.Client, params openai.ChatCompletionNewPara
 }
 
 // streamErr fails the test on a streaming error, except the known one:
-// troupe's SSE keep-alive comment (": keep-alive\n\n", sent when no token
-// comes for 2 s, as when the first constrained request builds the
-// vocabulary's trie on a loaded machine) makes openai-go v1.12's decoder
-// dispatch an empty event, which it then fails to decode as JSON. That bug
-// is reported apart (TestOpenAISDKKeepAlive); here it skips the subtest.
+// troupe's SSE keep-alive comment (": keep-alive\n\n": on chat
+// completions after 2 s without a write, on Responses every 2 s whatever
+// is written) makes openai-go v1.12's decoder dispatch an empty event,
+// which it then fails to decode as JSON. That bug is reported apart
+// (tests/structured TestOpenAISDKKeepAlive); here it skips the subtest.
 func streamErr(t *testing.T, err error) {
 	t.Helper()
 	if strings.Contains(err.Error(), "unexpected end of JSON input") {

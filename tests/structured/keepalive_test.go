@@ -25,12 +25,18 @@ const envKnownBugs = "TROUPE_KNOWN_BUGS"
 // comes for a while (": keep-alive\n\n", every 2 s by default) breaks the
 // official Go client: openai-go v1.12's decoder dispatches an event at
 // every blank line, so the comment becomes an event with no data, which
-// Stream.Next fails to decode ("unexpected end of JSON input"). A stream
-// whose first token takes over 2 s (a long prompt, a loaded server, the
-// first constrained request building its vocabulary trie) fails in the
-// client. A comment line without the blank line after it (": keep-alive\n")
-// keeps the connection alive and dispatches nothing. Here the period is
-// 1 ms so that comments fall between tokens.
+// Stream.Next fails to decode ("unexpected end of JSON input"). On chat
+// completions (turn.Group.Run) the comment comes only after 2 s without a
+// write: a stream whose first token is slow (a long prompt, a loaded
+// server, the first constrained request building its vocabulary trie)
+// fails. On Responses (turn.Turn.Run, a time.Ticker never reset by
+// emits) it comes every 2 s whatever is written, so every Responses
+// stream longer than 2 s fails in the client. Fixes: a comment line
+// without the blank line after it (": keep-alive\n", in http/openai and
+// http/responses) keeps the connection alive and dispatches nothing (this
+// test then passes); and Turn.Run could ping only after a silent period,
+// as Group.Run does. Here the period is 1 ms so that comments fall
+// between tokens.
 func TestOpenAISDKKeepAlive(t *testing.T) {
 	if os.Getenv(envKnownBugs) == "" {
 		t.Skip("known bug (SSE keep-alive comments break openai-go streams); set " + envKnownBugs + "=1 to run")
