@@ -48,7 +48,7 @@ const (
 // TestSchemaProperty.
 const (
 	defaultEvery     = 40
-	defaultEveryRace = 140
+	defaultEveryRace = 200
 	defaultSeeds     = 3
 	// maxTokens bounds one reply. The demo model's tokenizer is bytes, so
 	// this is bytes of JSON; it is large enough that few replies reach it
@@ -250,7 +250,7 @@ func generate(ctx context.Context, rt *troupe.Runtime, schema json.RawMessage, s
 }
 
 // TestSchemaProperty generates with a random-weight model (byte tokenizer)
-// under every 40th MaskBench schema that troupe compiles (every 140th
+// under every 40th MaskBench schema that troupe compiles (every 200th
 // under the race detector), three seeds each at temperature 1, and checks with an independent validator
 // (santhosh-tekuri/jsonschema, formats asserted) that every finished reply
 // parses as JSON and validates. Replies cut at max_tokens are counted
