@@ -135,7 +135,12 @@ func CompileSpec(s *Spec) (*Grammar, error) {
 
 // CompilePlan compiles a plan's grammar: its Spec, after optional
 // whitespace when the plan waits for After (a model writes "\n\n" after
-// its reasoning).
+// its reasoning), at most MaxLeadingSpace bytes of it: unbounded, a model
+// that favours whitespace tokens could spend its whole budget on it.
+// MaxLeadingSpace bounds the whitespace CompilePlan allows before a
+// plan's Spec when the plan waits for After.
+const MaxLeadingSpace = 8
+
 func CompilePlan(p *Plan) (*Grammar, error) {
 	if p.After != "" && p.Trigger != "" {
 		return nil, errors.New("grammar: a plan has After or Trigger, not both")
@@ -149,7 +154,7 @@ func CompilePlan(p *Plan) (*Grammar, error) {
 		return nil, err
 	}
 	start := b.Rule("root")
-	b.Alt(start, b.Star(T(Bytes(' ', '\t', '\n', '\r'))), sym)
+	b.Alt(start, b.Repeat(T(Bytes(' ', '\t', '\n', '\r')), 0, MaxLeadingSpace), sym)
 	g, err := b.Build(start)
 	if err != nil {
 		return nil, &SpecError{Field: p.Spec.Field, Err: err}

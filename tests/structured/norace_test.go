@@ -1,0 +1,5 @@
+//go:build !race
+
+package structured
+
+const raceDetector = false
