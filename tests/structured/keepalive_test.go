@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"testing"
 	"time"
 
@@ -17,30 +16,15 @@ import (
 	troupehttp "github.com/troupe-ai/troupe/http"
 )
 
-// envKnownBugs runs the tests of bugs reported and not fixed yet.
-const envKnownBugs = "TROUPE_KNOWN_BUGS"
-
-// TestOpenAISDKKeepAlive (known bug, runs with TROUPE_KNOWN_BUGS=1): the
-// SSE keep-alive comment troupe writes on the OpenAI routes when no token
-// comes for a while (": keep-alive\n\n", every 2 s by default) breaks the
-// official Go client: openai-go v1.12's decoder dispatches an event at
-// every blank line, so the comment becomes an event with no data, which
-// Stream.Next fails to decode ("unexpected end of JSON input"). On chat
-// completions (turn.Group.Run) the comment comes only after 2 s without a
-// write: a stream whose first token is slow (a long prompt, a loaded
-// server, the first constrained request building its vocabulary trie)
-// fails. On Responses (turn.Turn.Run, a time.Ticker never reset by
-// emits) it comes every 2 s whatever is written, so every Responses
-// stream longer than 2 s fails in the client. Fixes: a comment line
-// without the blank line after it (": keep-alive\n", in http/openai and
-// http/responses) keeps the connection alive and dispatches nothing (this
-// test then passes); and Turn.Run could ping only after a silent period,
-// as Group.Run does. Here the period is 1 ms so that comments fall
-// between tokens.
+// TestOpenAISDKKeepAlive: the SSE keep-alive comments of the OpenAI routes
+// (sent when no token came for a while, every 2 s by default; here every
+// 1 ms so that they fall between tokens) keep the official Go client's
+// streams working. They once ended with a blank line, which openai-go
+// v1.12's decoder dispatches as an event with no data and Stream.Next
+// fails to decode ("unexpected end of JSON input"): every Responses stream
+// longer than 2 s failed in the client. A comment line alone dispatches
+// nothing.
 func TestOpenAISDKKeepAlive(t *testing.T) {
-	if os.Getenv(envKnownBugs) == "" {
-		t.Skip("known bug (SSE keep-alive comments break openai-go streams); set " + envKnownBugs + "=1 to run")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rt, err := troupe.Start(ctx, troupe.Options{Threads: 1, KVBudget: 64 << 20, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
