@@ -295,7 +295,10 @@ type prod struct {
 
 // Build freezes the grammar whose start symbol is rule start. It fails on
 // the Builder's error, on a reference to a rule that does not exist, and on
-// a rule without alternatives.
+// a rule without alternatives. Alternatives that derive no text (an empty
+// byte class, a rule whose every alternative is such) are dropped, so
+// every byte the matcher takes can still be completed: a mask never leads
+// a sequence into a dead end.
 func (b *Builder) Build(start int) (*Grammar, error) {
 	if b.err != nil {
 		return nil, b.err
@@ -306,22 +309,28 @@ func (b *Builder) Build(start int) (*Grammar, error) {
 	g := &Grammar{byLHS: make([][]int32, len(b.rules)+1), nullable: make([]bool, len(b.rules)+1)}
 	nProds := 1 // the augmented start
 	for _, r := range b.rules {
-		nProds += len(r.alts)
-	}
-	g.names = make([]string, 0, len(b.rules)+1)
-	g.prods = make([]prod, 0, nProds)
-	ids := make([]int32, nProds) // every rule's production ids, one array
-	for i, r := range b.rules {
-		g.names = append(g.names, r.name)
 		if len(r.alts) == 0 {
 			return nil, fmt.Errorf("grammar: rule %q has no alternative", r.name)
 		}
-		first := len(g.prods)
 		for _, a := range r.alts {
 			for _, s := range a {
 				if !s.Terminal() && int(s.NT) >= len(b.rules) {
 					return nil, fmt.Errorf("grammar: rule %q refers to rule %d, which does not exist", r.name, s.NT)
 				}
+			}
+		}
+		nProds += len(r.alts)
+	}
+	keep := b.productive()
+	g.names = make([]string, 0, len(b.rules)+1)
+	g.prods = make([]prod, 0, nProds)
+	ids := make([]int32, nProds) // every rule's production ids, one array
+	for i, r := range b.rules {
+		g.names = append(g.names, r.name)
+		first := len(g.prods)
+		for j, a := range r.alts {
+			if !keep[i][j] {
+				continue // it derives no text: a dead end for the matcher
 			}
 			ids[len(g.prods)] = int32(len(g.prods))
 			g.prods = append(g.prods, prod{lhs: int32(i), rhs: a})
@@ -365,3 +374,54 @@ func (b *Builder) Build(start int) (*Grammar, error) {
 
 // Rules is the number of rules, for size reports.
 func (g *Grammar) Rules() int { return len(g.byLHS) - 1 }
+
+// productive reports, per rule and alternative, whether the alternative
+// derives some text: each of its terminals matches a byte and each of its
+// rules has such an alternative. A worklist from the alternatives without
+// rules, linear in the grammar's size.
+func (b *Builder) productive() [][]bool {
+	type use struct{ rule, alt int32 }
+	missing := make([][]int32, len(b.rules)) // rules not yet productive; -1: an empty terminal
+	users := make([][]use, len(b.rules))
+	done := make([]bool, len(b.rules))
+	var queue []int32
+	for i, r := range b.rules {
+		missing[i] = make([]int32, len(r.alts))
+		for j, a := range r.alts {
+			n := int32(0)
+			for _, s := range a {
+				switch {
+				case !s.Terminal():
+					n++
+					users[s.NT] = append(users[s.NT], use{int32(i), int32(j)})
+				case s.Set == (ByteSet{}):
+					n = -1 << 30
+				}
+			}
+			missing[i][j] = n
+			if n == 0 && !done[i] {
+				done[i] = true
+				queue = append(queue, int32(i))
+			}
+		}
+	}
+	for len(queue) > 0 {
+		nt := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		for _, u := range users[nt] {
+			missing[u.rule][u.alt]--
+			if missing[u.rule][u.alt] == 0 && !done[u.rule] {
+				done[u.rule] = true
+				queue = append(queue, u.rule)
+			}
+		}
+	}
+	keep := make([][]bool, len(b.rules))
+	for i := range b.rules {
+		keep[i] = make([]bool, len(missing[i]))
+		for j, n := range missing[i] {
+			keep[i][j] = n == 0
+		}
+	}
+	return keep
+}

@@ -151,3 +151,24 @@ func TestSchemaErrors(t *testing.T) {
 		t.Error("invalid JSON compiled")
 	}
 }
+
+// TestNoDeadEnds: every prefix the matcher takes can be completed, so a
+// mask never leads a sequence where nothing may follow: a bounded pattern
+// refuses the character after which its match no longer fits, and an
+// object no count allows refuses its opening brace.
+func TestNoDeadEnds(t *testing.T) {
+	for _, tc := range []struct{ schema, prefix string }{
+		{`{"type":"string","pattern":"^a+b$","maxLength":3}`, `"aaa`},
+		{`{"type":"string","pattern":"[.]___","minLength":2,"maxLength":6}`, `"xxx.`},
+		{`{"type":"object","minProperties":3,"maxProperties":2}`, `{`},
+		{`{"type":"object","properties":{"a":{"type":"string","pattern":"^x$","minLength":2}},"required":["a"]}`, `{"a":"`},
+	} {
+		g, err := CompileSchema([]byte(tc.schema))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.schema, err)
+		}
+		if m := NewMatcher(g); m.AdvanceBytes([]byte(tc.prefix)) {
+			t.Errorf("%s: the dead-end prefix %s was taken", tc.schema, tc.prefix)
+		}
+	}
+}
