@@ -240,6 +240,7 @@ func (b *Builder) JSONText() Sym {
 // byte transitions and masks), which synchronizes itself.
 type Grammar struct {
 	start    int32
+	empty    bool // no text matches
 	names    []string
 	prods    []prod
 	byLHS    [][]int32 // productions of each nonterminal
@@ -337,6 +338,7 @@ func (b *Builder) Build(start int) (*Grammar, error) {
 		}
 		g.byLHS[i] = ids[first:len(g.prods):len(g.prods)]
 	}
+	g.empty = len(g.byLHS[start]) == 0
 	for _, nt := range b.texts {
 		for _, p := range g.byLHS[nt] {
 			if rhs := g.prods[p].rhs; len(rhs) == 2 && rhs[0].NT == int32(nt) {
@@ -372,8 +374,17 @@ func (b *Builder) Build(start int) (*Grammar, error) {
 	return g, nil
 }
 
+// Empty reports whether no text matches the grammar.
+func (g *Grammar) Empty() bool { return g.empty }
+
 // Rules is the number of rules, for size reports.
 func (g *Grammar) Rules() int { return len(g.byLHS) - 1 }
+
+// ErrNoText is the compilers' error for a grammar that derives no text at
+// all (a schema no value is valid against, in a form the compiler did not
+// see through): no output could follow it, so a request for it is refused
+// rather than answered with nothing.
+var ErrNoText = errors.New("grammar: no output can match (the grammar derives no text)")
 
 // productive reports, per rule and alternative, whether the alternative
 // derives some text: each of its terminals matches a byte and each of its

@@ -55,7 +55,11 @@ func CompileSchema(schema []byte) (*Grammar, error) {
 	}
 	start := b.Rule("root")
 	b.Alt(start, top)
-	return b.Build(start)
+	g, err := b.Build(start)
+	if err == nil && g.Empty() {
+		return nil, &SchemaError{Pointer: "#", Msg: "the schema allows no value"}
+	}
+	return g, err
 }
 
 // JSONValue compiles the grammar of any JSON value (compact): OpenAI's

@@ -76,7 +76,7 @@ func TestSchema(t *testing.T) {
 			[]string{`{"a":1}`, `{"a":1,"b":2}`}, []string{`{"b":1}`}},
 		{"minProperties and maxProperties", `{"type":"object","properties":{"a":{},"b":{}},"minProperties":2,"maxProperties":3}`,
 			[]string{`{"a":1,"b":2}`, `{"a":1,"z":2}`, `{"y":1,"z":2,"b":3}`}, []string{`{}`, `{"a":1}`, `{"z":1}`, `{"a":1,"b":2,"y":3,"z":4}`, `{"w":1,"x":2,"y":3,"z":4}`}},
-		{"property counts no object meets", `{"type":"object","minProperties":3,"maxProperties":2}`, nil, []string{`{}`, `{"a":1,"b":2,"c":3}`}},
+		{"property counts no object meets", `{"type":"object","properties":{"o":{"type":"object","minProperties":3,"maxProperties":2}}}`, []string{`{}`}, []string{`{"o":{}}`, `{"o":{"a":1,"b":2,"c":3}}`}},
 		{"pattern with a length", `{"type":"string","pattern":"^[a-z]+$","minLength":2,"maxLength":4}`,
 			[]string{`"ab"`, `"abcd"`, `"\u0061b"`}, []string{`"a"`, `"abcde"`, `"ab1"`, `""`}},
 		{"unanchored pattern with a length", `{"type":"string","pattern":"[0-9]","maxLength":3}`,
@@ -160,8 +160,8 @@ func TestNoDeadEnds(t *testing.T) {
 	for _, tc := range []struct{ schema, prefix string }{
 		{`{"type":"string","pattern":"^a+b$","maxLength":3}`, `"aaa`},
 		{`{"type":"string","pattern":"[.]___","minLength":2,"maxLength":6}`, `"xxx.`},
-		{`{"type":"object","minProperties":3,"maxProperties":2}`, `{`},
-		{`{"type":"object","properties":{"a":{"type":"string","pattern":"^x$","minLength":2}},"required":["a"]}`, `{"a":"`},
+		{`{"type":"object","properties":{"o":{"type":"object","minProperties":3,"maxProperties":2}}}`, `{"o":{`},
+		{`{"type":"object","properties":{"a":{"type":"string","pattern":"^x$","minLength":2}}}`, `{"a":"`},
 	} {
 		g, err := CompileSchema([]byte(tc.schema))
 		if err != nil {
@@ -170,5 +170,10 @@ func TestNoDeadEnds(t *testing.T) {
 		if m := NewMatcher(g); m.AdvanceBytes([]byte(tc.prefix)) {
 			t.Errorf("%s: the dead-end prefix %s was taken", tc.schema, tc.prefix)
 		}
+	}
+	// A schema no value meets is refused, not compiled into a grammar no
+	// output can follow.
+	if _, err := CompileSchema([]byte(`{"type":"object","minProperties":3,"maxProperties":2}`)); err == nil || !strings.Contains(err.Error(), "allows no value") {
+		t.Errorf("an unsatisfiable schema: %v", err)
 	}
 }

@@ -127,6 +127,9 @@ func CompileSpec(s *Spec) (*Grammar, error) {
 	start := b.Rule("root")
 	b.Alt(start, sym)
 	g, err := b.Build(start)
+	if err == nil && g.Empty() {
+		err = ErrNoText
+	}
 	if err != nil {
 		return nil, &SpecError{Field: s.Field, Err: err}
 	}
@@ -156,6 +159,9 @@ func CompilePlan(p *Plan) (*Grammar, error) {
 	start := b.Rule("root")
 	b.Alt(start, b.Repeat(T(Bytes(' ', '\t', '\n', '\r')), 0, MaxLeadingSpace), sym)
 	g, err := b.Build(start)
+	if err == nil && g.Empty() {
+		err = ErrNoText
+	}
 	if err != nil {
 		return nil, &SpecError{Field: p.Spec.Field, Err: err}
 	}
