@@ -12,8 +12,10 @@ import (
 // TestFormatKnownBugs (known bugs, runs with TROUPE_KNOWN_BUGS=1): values
 // troupe's format grammars accept that the reference validator
 // (santhosh-tekuri/jsonschema, formats asserted) refuses; both came out
-// of TestSchemaProperty on the demo model with max_tokens 2048
-// (Github_medium---o57437.json). A date-time's second 60 is a leap second,
+// of TestSchemaProperty (TROUPE_SCHEMA_ALL=1: leap seconds in 7 replies,
+// e.g. Github_medium---o57437.json "8582-04-04T20:41:60.1Z",
+// JsonSchemaStore---chart-lock.json "4931-11-11t20:21:60-04:20"; a
+// 65-plus-octet local part in Github_easy---o12176.json). A date-time's second 60 is a leap second,
 // which RFC 3339 allows only at 23:59:60 UTC (the JSON Schema test suite's
 // optional format tests refuse "1998-12-31T23:58:60Z"); an email's address
 // local part is at most 64 octets (RFC 5321 section 4.5.3.1).
