@@ -292,6 +292,24 @@ func (c *schemaCompiler) compileObject(s *object, ptr string, depth int) (Sym, e
 		return Sym{}, err
 	}
 	if e, ok := s.get("enum"); ok {
+		if v, both := s.get("const"); both {
+			// Both apply (an allOf merged them): the enum's values equal
+			// to the const.
+			list, ok := e.([]any)
+			if !ok {
+				return Sym{}, c.fail(ptr, "enum", "must be an array")
+			}
+			var keep []any
+			for _, x := range list {
+				if sameJSON(x, v) {
+					keep = append(keep, x)
+				}
+			}
+			if len(keep) == 0 {
+				return Sym{}, c.fail(ptr, "const", "the schema allows no value")
+			}
+			e = keep
+		}
 		return c.compileEnum(s, e, types, ptr, "enum")
 	}
 	if v, ok := s.get("const"); ok {

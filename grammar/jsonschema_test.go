@@ -99,6 +99,9 @@ func TestSchema(t *testing.T) {
 		{"date-time without leap seconds", `{"type":"string","format":"date-time"}`, []string{`"2024-02-29T12:30:59Z"`}, []string{`"2024-02-29T12:30:60Z"`, `"2016-12-31T23:59:60Z"`}},
 		{"email local part of at most 64 characters", `{"type":"string","format":"email"}`,
 			[]string{`"a.b@c.de"`, `"` + strings.Repeat("a", 64) + `@c.de"`}, []string{`"` + strings.Repeat("a", 65) + `@c.de"`, `".a@c.de"`, `"a..b@c.de"`}},
+		{"enum and const together (allOf)", `{"allOf":[{"enum":["a","b"]},{"const":"a"}]}`, []string{`"a"`}, []string{`"b"`}},
+		{"properties beside a oneOf meet the branches' own", `{"type":"object","properties":{"t":{"enum":["a","b"]}},"oneOf":[{"properties":{"t":{"const":"a"},"x":{"type":"number"}},"required":["x"],"additionalProperties":false},{"properties":{"t":{"const":"b"}},"additionalProperties":false}]}`,
+			[]string{`{"t":"a","x":1}`, `{"t":"b"}`, `{"x":1}`}, []string{`{"t":"b","x":1}`, `{"t":"c"}`}},
 		{"a format no specification defines is an annotation", `{"type":"string","format":"int32","maxLength":3}`, []string{`"abc"`, `""`}, []string{`"abcd"`, `3`}},
 		{"nullable", `{"type":"string","nullable":true}`, []string{`"x"`, `null`}, []string{`1`}},
 	} {

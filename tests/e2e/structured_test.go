@@ -335,17 +335,10 @@ func chatOnce(t *testing.T, c openai.Client, params openai.ChatCompletionNewPara
 	return msg, finish, ""
 }
 
-// streamErr fails the test on a streaming error, except the known one:
-// troupe's SSE keep-alive comment (": keep-alive\n\n": on chat
-// completions after 2 s without a write, on Responses every 2 s whatever
-// is written) makes openai-go v1.12's decoder dispatch an empty event,
-// which it then fails to decode as JSON. That bug is reported apart
-// (tests/structured TestOpenAISDKKeepAlive); here it skips the subtest.
+// streamErr fails the test on a streaming error. (SSE keep-alive comments
+// once broke openai-go streams: tests/structured TestOpenAISDKKeepAlive.)
 func streamErr(t *testing.T, err error) {
 	t.Helper()
-	if strings.Contains(err.Error(), "unexpected end of JSON input") {
-		t.Skipf("stream broken by an SSE keep-alive comment (known bug): %v", err)
-	}
 	t.Fatal(err)
 }
 
