@@ -54,7 +54,7 @@ func TestStructuredBadInput(t *testing.T) {
 	}{
 		{"invalid type", "/v1/chat/completions", rf(`{"type":"nope"}`), "response_format.json_schema.schema", []string{"type", `"nope"`}},
 		{"unsupported keyword", "/v1/chat/completions", rf(`{"type":"object","unevaluatedProperties":false}`), "response_format.json_schema.schema", []string{"unevaluatedProperties", "not supported"}},
-		{"unsupported format", "/v1/chat/completions", rf(`{"type":"string","format":"no-such-format"}`), "response_format.json_schema.schema", []string{"format", "not supported"}},
+		{"unsupported format", "/v1/chat/completions", rf(`{"type":"string","format":"iri"}`), "response_format.json_schema.schema", []string{"format", "not supported"}},
 		{"schema not JSON", "/v1/chat/completions", `"guided_json":"{not json"`, "guided_json", []string{"not a JSON schema"}},
 		{"malformed regex", "/v1/chat/completions", `"guided_regex":"a("`, "guided_regex", []string{"a(", "missing closing )"}},
 		{"regex too large", "/v1/chat/completions", `"guided_regex":"(a{1000}){1000}"`, "guided_regex", []string{"repeat count"}},
