@@ -185,24 +185,14 @@ func buildKeyDFA(prog *syntax.Prog, a *keyAlphabet) (*keyDFA, error) {
 		return sb.String()
 	}
 	d := &keyDFA{}
-	index := map[string]int32{}
-	var states []state
-	add := func(s state) int32 {
-		k := key(s)
-		if i, ok := index[k]; ok {
-			return i
-		}
-		i := int32(len(states))
-		index[k] = i
-		states = append(states, s)
-		return i
-	}
+	var in interner[state]
+	add := func(s state) int32 { return int32(in.add(key(s), s)) }
 	add(state{pcs: closure([]uint32{uint32(prog.Start)}, true, false), atStart: true})
-	for i := 0; i < len(states); i++ {
-		if len(states) > maxKeyStates {
-			return nil, fmt.Errorf("a property pattern's automaton has more than %d states", maxKeyStates)
+	for i := 0; i < len(in.items); i++ {
+		if len(in.items) > maxKeyStates {
+			return nil, fmt.Errorf("a property pattern's automaton has more than %d in.items", maxKeyStates)
 		}
-		s := states[i]
+		s := in.items[i]
 		d.accept = append(d.accept, matches(closure(s.pcs, s.atStart, true)))
 		row := make([]int32, len(a.classes))
 		for ci, cl := range a.classes {
@@ -275,33 +265,16 @@ func (c *schemaCompiler) keyRegions(patterns []string, names []string, ptr strin
 	// The product: one state per DFA, plus the trie node (-1: off the
 	// trie).
 	k := len(dfas)
-	type pstate []int32 // k DFA states, then the trie node
-	pkey := func(s pstate) string {
-		var sb strings.Builder
-		for _, v := range s {
-			sb.WriteString(strconv.Itoa(int(v)))
-			sb.WriteByte(',')
-		}
-		return sb.String()
-	}
-	index := map[string]int{}
-	var states []pstate
-	add := func(s pstate) int {
-		key := pkey(s)
-		if i, ok := index[key]; ok {
-			return i
-		}
-		index[key] = len(states)
-		states = append(states, s)
-		return len(states) - 1
-	}
+	type pstate []int32 // k DFA ps.items, then the trie node
+	var ps interner[pstate]
+	add := func(s pstate) int { return ps.add(intsKey(s), s) }
 	add(make(pstate, k+1))
 	var next [][]int
-	for i := 0; i < len(states); i++ {
-		if len(states) > maxKeyStates {
-			return nil, c.fail(ptr, "patternProperties", "the property patterns' product has more than %d states", maxKeyStates)
+	for i := 0; i < len(ps.items); i++ {
+		if len(ps.items) > maxKeyStates {
+			return nil, c.fail(ptr, "patternProperties", "the property patterns' product has more than %d ps.items", maxKeyStates)
 		}
-		s := states[i]
+		s := ps.items[i]
 		row := make([]int, len(alpha.classes))
 		for ci, cl := range alpha.classes {
 			t := make(pstate, k+1)
@@ -335,15 +308,15 @@ func (c *schemaCompiler) keyRegions(patterns []string, names []string, ptr strin
 	rev := reverse(next)
 	var out []keyRegion
 	seen := map[string]bool{}
-	for _, s := range states {
+	for _, s := range ps.items {
 		rk, in, ok := region(s)
 		if !ok || seen[rk] {
 			continue
 		}
 		seen[rk] = true
 		// States that reach a final state of this region.
-		final := make([]bool, len(states))
-		for i, s := range states {
+		final := make([]bool, len(ps.items))
+		for i, s := range ps.items {
 			r, _, ok := region(s)
 			final[i] = ok && r == rk
 		}
@@ -356,7 +329,7 @@ func (c *schemaCompiler) keyRegions(patterns []string, names []string, ptr strin
 			}
 			nt := c.b.Rule("pattern key")
 			rules[i] = nt
-			if r, _, ok := region(states[i]); ok && r == rk {
+			if r, _, ok := region(ps.items[i]); ok && r == rk {
 				c.b.Alt(nt, B('"'))
 			}
 			targets := map[int]CharSet{}
@@ -534,33 +507,15 @@ func productDFA(dfas []*keyDFA, classes int) (*keyDFA, error) {
 	if len(dfas) == 1 {
 		return dfas[0], nil
 	}
-	key := func(st []int32) string {
-		var sb strings.Builder
-		for _, v := range st {
-			sb.WriteString(strconv.Itoa(int(v)))
-			sb.WriteByte(',')
-		}
-		return sb.String()
-	}
 	out := &keyDFA{}
-	index := map[string]int32{}
-	var states [][]int32
-	add := func(st []int32) int32 {
-		k := key(st)
-		if i, ok := index[k]; ok {
-			return i
-		}
-		i := int32(len(states))
-		index[k] = i
-		states = append(states, st)
-		return i
-	}
+	var in interner[[]int32]
+	add := func(st []int32) int32 { return int32(in.add(intsKey(st), st)) }
 	add(make([]int32, len(dfas)))
-	for i := 0; i < len(states); i++ {
-		if len(states) > maxKeyStates {
-			return nil, fmt.Errorf("the patterns' product has more than %d states", maxKeyStates)
+	for i := 0; i < len(in.items); i++ {
+		if len(in.items) > maxKeyStates {
+			return nil, fmt.Errorf("the patterns' product has more than %d in.items", maxKeyStates)
 		}
-		st := states[i]
+		st := in.items[i]
 		all := true
 		for j, d := range dfas {
 			all = all && d.accept[st[j]]
@@ -613,4 +568,33 @@ func reaching(final []bool, rev [][]int) []bool {
 		}
 	}
 	return live
+}
+
+// interner numbers the distinct values of an automaton's states, by key.
+type interner[T any] struct {
+	index map[string]int
+	items []T
+}
+
+// add returns v's number, giving it the next one when key is new.
+func (in *interner[T]) add(key string, v T) int {
+	if i, ok := in.index[key]; ok {
+		return i
+	}
+	if in.index == nil {
+		in.index = map[string]int{}
+	}
+	in.index[key] = len(in.items)
+	in.items = append(in.items, v)
+	return len(in.items) - 1
+}
+
+// intsKey is a state tuple's key.
+func intsKey(vs []int32) string {
+	var sb strings.Builder
+	for _, v := range vs {
+		sb.WriteString(strconv.Itoa(int(v)))
+		sb.WriteByte(',')
+	}
+	return sb.String()
 }

@@ -140,7 +140,7 @@ func toRequest(req *messagesRequest, requireMax bool) (*chat.Request, error) {
 		r.Tools = tools
 		r.ToolChoice, r.ToolName, r.ToolParamsField = mode, name, "tools[%d].input_schema"
 		r.OneToolCall = one
-		r.StrictTools = strictTools(req.Tools)
+		r.StrictTools = structured.StrictTools(req.Tools)
 	} else if mode == chat.ToolRequired || mode == chat.ToolNamed {
 		return nil, bad("tool_choice", "tool_choice forces a tool call, but there are no tools")
 	}
@@ -599,27 +599,4 @@ func toolChoice(raw json.RawMessage, names map[string]bool) (mode, name string, 
 		return chat.ToolNamed, tc.Name, true, nil
 	}
 	return "", "", false, bad("tool_choice.type", "must be \"auto\", \"any\", \"tool\" or \"none\", got %q", tc.Type)
-}
-
-// strictTools names the tools declared "strict": true (the
-// structured-outputs beta): a call the model opens follows the tool's
-// input_schema.
-func strictTools(raw json.RawMessage) map[string]bool {
-	var list []struct {
-		Name   string `json:"name"`
-		Strict *bool  `json:"strict"`
-	}
-	if json.Unmarshal(raw, &list) != nil {
-		return nil
-	}
-	var out map[string]bool
-	for _, t := range list {
-		if t.Strict != nil && *t.Strict {
-			if out == nil {
-				out = map[string]bool{}
-			}
-			out[t.Name] = true
-		}
-	}
-	return out
 }

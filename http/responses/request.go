@@ -168,7 +168,7 @@ func translate(req *request, prior, items []any) (*chat.Request, []any, error) {
 	if choice != "none" && len(tools) > 0 {
 		r.Tools = tools
 		r.ToolChoice, r.ToolName, r.ToolParamsField = choice, name, "tools[%d].parameters"
-		r.StrictTools = strictTools(req.Tools)
+		r.StrictTools = structured.StrictTools(req.Tools)
 		r.OneToolCall = req.ParallelToolCalls != nil && !*req.ParallelToolCalls
 	} else if choice == chat.ToolRequired || choice == chat.ToolNamed {
 		return nil, nil, bad("tool_choice", "tool_choice forces a tool call, but there are no tools")
@@ -282,30 +282,6 @@ func toolChoice(raw json.RawMessage, tools []any) (mode, name string, err error)
 		}
 	}
 	return "", "", bad("tool_choice", "tool_choice names %q, which is not among the tools", named.Name)
-}
-
-// strictTools names the function tools declared "strict": true (the
-// Responses API's default is true; here a schema is enforced on calls the
-// model opens only when the request says so, and always when tool_choice
-// forces the call).
-func strictTools(raw json.RawMessage) map[string]bool {
-	var list []struct {
-		Name   string `json:"name"`
-		Strict *bool  `json:"strict"`
-	}
-	if json.Unmarshal(raw, &list) != nil {
-		return nil
-	}
-	var out map[string]bool
-	for _, t := range list {
-		if t.Strict != nil && *t.Strict {
-			if out == nil {
-				out = map[string]bool{}
-			}
-			out[t.Name] = true
-		}
-	}
-	return out
 }
 
 func message(role string, content any) *templates.Dict {

@@ -244,3 +244,29 @@ func validName(s string) bool {
 	}
 	return true
 }
+
+// StrictTools names the tools of a raw tools list (Responses' flat
+// function tools, Anthropic's custom tools) declared "strict": true: a
+// call the model opens follows the tool's schema. Only an explicit true
+// counts (the Responses API's default is true; here a schema is enforced
+// on such calls only when the request says so, and always when
+// tool_choice forces the call).
+func StrictTools(raw json.RawMessage) map[string]bool {
+	var list []struct {
+		Name   string `json:"name"`
+		Strict *bool  `json:"strict"`
+	}
+	if json.Unmarshal(raw, &list) != nil {
+		return nil
+	}
+	var out map[string]bool
+	for _, t := range list {
+		if t.Strict != nil && *t.Strict {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[t.Name] = true
+		}
+	}
+	return out
+}
