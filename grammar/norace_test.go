@@ -1,0 +1,6 @@
+//go:build !race
+
+package grammar_test
+
+// raceDetector: see race_test.go.
+const raceDetector = false
