@@ -3,7 +3,6 @@ package actors
 import (
 	"errors"
 	"fmt"
-	"github.com/troupe-ai/troupe/grammar"
 	"log/slog"
 	"slices"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-ai/troupe/engine"
+	"github.com/troupe-ai/troupe/grammar"
 	"github.com/troupe-ai/troupe/kvcache"
 	"github.com/troupe-ai/troupe/metrics"
 	"github.com/troupe-ai/troupe/sample"

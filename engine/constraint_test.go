@@ -30,6 +30,8 @@ func (s *script) Mask() (grammar.Mask, bool) {
 	return m, true
 }
 
+func (s *script) Err() error { return nil }
+
 func (s *script) Accept(id int32) error {
 	if s.refuse {
 		return errors.New("refused")

@@ -628,8 +628,8 @@ func (e *Engine) Step() ([]Event, error) {
 			// and no stop id may follow, or it cannot go on: Err), or
 			// refused the token.
 			ev.Finish = FinishStop
-			if err, ok := s.req.Constraint.(interface{ Err() error }); ok && id < 0 && s.guideErr == nil {
-				s.guideErr = err.Err()
+			if id < 0 && s.guideErr == nil {
+				s.guideErr = s.req.Constraint.Err()
 			}
 			if s.guideErr != nil {
 				ev.Finish, ev.Err = FinishError, fmt.Errorf("engine: constrained output: %w", s.guideErr)

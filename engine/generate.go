@@ -59,6 +59,9 @@ type Constraint interface {
 	Mask() (grammar.Mask, bool)
 	// Accept takes the token chosen next.
 	Accept(id int32) error
+	// Err says why an empty mask ends the sequence in error rather than
+	// as complete output (nil: it is complete).
+	Err() error
 }
 
 // Result is what a Request produced.
