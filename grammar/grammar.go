@@ -20,6 +20,11 @@ func (s *ByteSet) AddRange(lo, hi byte) {
 	}
 }
 
+// Intersects reports whether s and o have a byte in common.
+func (s *ByteSet) Intersects(o *ByteSet) bool {
+	return s[0]&o[0]|s[1]&o[1]|s[2]&o[2]|s[3]&o[3] != 0
+}
+
 // Has reports whether b is in s.
 func (s *ByteSet) Has(b byte) bool { return s[b>>6]&(1<<(b&63)) != 0 }
 
@@ -94,8 +99,9 @@ type Builder struct {
 	limit int
 	size  int
 	err   error
-	// texts are the rules made by JSONText.
-	texts []int
+	// texts are the text productions (TextAlt): rule, index of the
+	// alternative, the dot, and its budget of characters.
+	texts []textAlt
 	// jsonChars are the rules JSONChar made, by character set.
 	jsonChars map[string]Sym
 }
@@ -104,6 +110,14 @@ type rule struct {
 	name string
 	alts [][]Sym
 }
+
+type textAlt struct {
+	nt, alt, dot int
+	budget       int32
+}
+
+// NoBound is the budget of a text production without a length bound.
+const NoBound = 1<<31 - 1
 
 // DefaultLimit is the most symbols a Builder takes by default: a compiler
 // whose input would make a larger grammar (a schema with huge repetition
@@ -229,9 +243,72 @@ func (b *Builder) Repeat(s Sym, min, max int) Sym {
 // a Matcher inside one takes every "plain" token (Vocab) without a walk,
 // the masks' fast path in free strings.
 func (b *Builder) JSONText() Sym {
-	s := b.Star(b.JSONChar(AnyChar()))
-	b.texts = append(b.texts, int(s.NT))
-	return s
+	nt := b.Rule("text")
+	b.Alt(nt)
+	b.TextAlt(nt, 1, NoBound, N(nt), b.JSONChar(AnyChar()))
+	return N(nt)
+}
+
+// TextAlt adds an alternative to rule nt, as Alt, where syms[dot] is a
+// JSONChar, and says that a match before it is inside JSON string content
+// that takes any plain text (Vocab) of up to budget characters (NoBound:
+// any length), each character leading to a state that is again inside
+// such content, with one character less; and, where budget is not
+// NoBound, no plain text longer. Masks then take plain tokens that fit
+// without a walk. Length bounds and automata over string content mark
+// with it the states they know take any plain text.
+func (b *Builder) TextAlt(nt, dot int, budget int32, syms ...Sym) {
+	n := len(b.rules[nt].alts)
+	b.Alt(nt, syms...)
+	if len(b.rules[nt].alts) > n && budget > 0 {
+		b.texts = append(b.texts, textAlt{nt, n, dot, budget})
+	}
+}
+
+// JSONTextRange is JSON string content of min to max characters (max < 0:
+// no upper bound), each character a text alternative (TextAlt) with the
+// characters left as its budget. The count is a right-linear chain, so
+// that a match predicts one link at a time. Its size is O(max) symbols.
+func (b *Builder) JSONTextRange(min, max int) Sym {
+	c := b.JSONChar(AnyChar())
+	var cur Sym
+	have := false
+	switch {
+	case max < 0:
+		cur, have = b.JSONText(), true
+	case max > min:
+		// upto_i: at most i more characters.
+		for i := 1; i <= max-min && b.err == nil; i++ {
+			nt := b.Rule("upto")
+			b.Alt(nt)
+			if have {
+				b.TextAlt(nt, 0, int32(i), c, cur)
+			} else {
+				b.TextAlt(nt, 0, int32(i), c)
+			}
+			cur, have = N(nt), true
+		}
+	}
+	// need_j: j more characters, then the tail.
+	for j := 1; j <= min && b.err == nil; j++ {
+		budget := int32(NoBound)
+		if max >= 0 {
+			budget = int32(max - min + j)
+		}
+		nt := b.Rule("need")
+		if have {
+			b.TextAlt(nt, 0, budget, c, cur)
+		} else {
+			b.TextAlt(nt, 0, budget, c)
+		}
+		cur, have = N(nt), true
+	}
+	if !have {
+		nt := b.Rule("empty")
+		b.Alt(nt)
+		return N(nt)
+	}
+	return cur
 }
 
 // Grammar is a built, immutable grammar: productions indexed for an Earley
@@ -245,9 +322,18 @@ type Grammar struct {
 	prods    []prod
 	byLHS    [][]int32 // productions of each nonterminal
 	nullable []bool    // by nonterminal
-	// textProds are the recursive productions R → R c of the JSONText
-	// rules: a set holding [R → R . c] is inside free JSON string content.
-	textProds []int32
+	// textBudget[p] > 0 marks a text production (TextAlt): a set holding
+	// p's item with the dot at textDot[p] is inside JSON string content
+	// that takes up to textBudget[p] more characters (NoBound: any).
+	// hasText says whether there is one.
+	textBudget []int32
+	textDot    []int32
+	hasText    bool
+	// charNT marks the rules JSONChar made; inChar those and the rules
+	// they use (a character's insides). plainStart are the bytes that
+	// begin a plain character (isPlain).
+	charNT, inChar []bool
+	plainStart     ByteSet
 	// cls[c] is byte c's class: bytes of one class are in the same
 	// terminals, so no set of items tells them apart (Advance takes them
 	// to the same set) and masks learn one transition per class.
@@ -339,10 +425,44 @@ func (b *Builder) Build(start int) (*Grammar, error) {
 		g.byLHS[i] = ids[first:len(g.prods):len(g.prods)]
 	}
 	g.empty = len(g.byLHS[start]) == 0
-	for _, nt := range b.texts {
-		for _, p := range g.byLHS[nt] {
-			if rhs := g.prods[p].rhs; len(rhs) == 2 && rhs[0].NT == int32(nt) {
-				g.textProds = append(g.textProds, p)
+	g.textBudget = make([]int32, len(g.prods)+1)
+	g.textDot = make([]int32, len(g.prods)+1)
+	for _, t := range b.texts {
+		if !keep[t.nt][t.alt] {
+			continue
+		}
+		// The production's id: the kept alternatives before it.
+		p := g.byLHS[t.nt][0]
+		for j := range t.alt {
+			if keep[t.nt][j] {
+				p++
+			}
+		}
+		g.textBudget[p], g.textDot[p] = t.budget, int32(t.dot)
+		g.hasText = true
+	}
+	for c := 0x20; c < 0x80; c++ {
+		if c != '"' && c != '\\' {
+			g.plainStart.Add(byte(c))
+		}
+	}
+	g.plainStart.AddRange(0xC2, 0xF4)
+	g.charNT = make([]bool, len(b.rules)+1)
+	g.inChar = make([]bool, len(b.rules)+1)
+	var queue []int32
+	for _, sym := range b.jsonChars {
+		if !sym.Terminal() {
+			g.charNT[sym.NT], g.inChar[sym.NT] = true, true
+			queue = append(queue, sym.NT)
+		}
+	}
+	for i := 0; i < len(queue); i++ {
+		for _, p := range g.byLHS[queue[i]] {
+			for _, sym := range g.prods[p].rhs {
+				if !sym.Terminal() && !g.inChar[sym.NT] {
+					g.inChar[sym.NT] = true
+					queue = append(queue, sym.NT)
+				}
 			}
 		}
 	}

@@ -611,12 +611,23 @@ func (c *schemaCompiler) compileString(s *object, ptr string) (Sym, error) {
 		if !ok {
 			return Sym{}, c.fail(ptr, "pattern", "must be a string")
 		}
+		// The pattern's automaton, where it has one of reasonable size
+		// (its grammar is unambiguous and its states repeat); else the
+		// pattern's own grammar.
+		if body, err := c.boundedPattern([]string{p}, 0, -1); err == nil {
+			return c.b.Seq("pattern string", B('"'), body), nil
+		}
 		body, err := c.b.Regex(p, RegexOptions{JSON: true})
 		if err != nil {
 			return Sym{}, c.fail(ptr, "pattern", "%v", err)
 		}
 		return c.b.Seq("pattern string", B('"'), body, B('"')), nil
 	case hasFormat:
+		if fp, err := formatPattern(format.(string)); err == nil {
+			if body, err := c.boundedPattern([]string{"^(?:" + fp + ")$"}, 0, -1); err == nil {
+				return c.b.Seq("format string", B('"'), body), nil
+			}
+		}
 		body, err := c.b.Format(format.(string))
 		if err != nil {
 			return Sym{}, c.fail(ptr, "format", "%v", err)
@@ -627,7 +638,7 @@ func (c *schemaCompiler) compileString(s *object, ptr string) (Sym, error) {
 		if hasMax {
 			max = maxLen
 		}
-		return c.b.Seq("bounded string", B('"'), c.b.Repeat(c.anyChar(), minLen, max), B('"')), nil
+		return c.b.Seq("bounded string", B('"'), c.b.JSONTextRange(minLen, max), B('"')), nil
 	}
 	return c.anyString(), nil
 }

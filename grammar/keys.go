@@ -321,34 +321,15 @@ func (c *schemaCompiler) keyRegions(patterns []string, names []string, ptr strin
 			final[i] = ok && r == rk
 		}
 		live := reaching(final, rev)
-		rules := map[int]int{}
-		var rule func(i int) int
-		rule = func(i int) int {
-			if nt, ok := rules[i]; ok {
-				return nt
+		edges := make([][]dfaEdge, len(ps.items))
+		for i := range ps.items {
+			if !live[i] {
+				continue
 			}
-			nt := c.b.Rule("pattern key")
-			rules[i] = nt
-			if r, _, ok := region(ps.items[i]); ok && r == rk {
-				c.b.Alt(nt, B('"'))
-			}
-			targets := map[int]CharSet{}
-			var order []int
-			for ci, t := range next[i] {
-				if !live[t] {
-					continue
-				}
-				if _, ok := targets[t]; !ok {
-					order = append(order, t)
-				}
-				targets[t] = append(targets[t], alpha.classes[ci])
-			}
-			for _, t := range order {
-				c.b.Alt(nt, c.b.JSONChar(NewCharSet(targets[t]...)), N(rule(t)))
-			}
-			return nt
+			edges[i] = groupEdges(next[i], live, alpha)
 		}
-		out = append(out, keyRegion{patterns: in, key: c.b.Seq("pattern key", B('"'), N(rule(0)))})
+		key := c.linear("pattern key", edges, final, alpha)
+		out = append(out, keyRegion{patterns: in, key: c.b.Seq("pattern key", B('"'), key)})
 	}
 	return out, nil
 }
@@ -446,60 +427,189 @@ func (c *schemaCompiler) boundedPattern(patterns []string, minLen, maxLen int) (
 		}
 	}
 	live := reaching(d.accept, reverse(next))
-	// Group each state's classes by target.
-	type edge struct {
-		to  int32
-		set CharSet
-	}
-	edges := make([][]edge, len(d.next))
-	for q, row := range d.next {
-		idx := map[int32]int{}
-		for ci, t := range row {
-			if !live[t] {
+	// The product of the automaton and a count of characters (counts
+	// past the bounds that matter are alike): state q*(top+1)+n.
+	states := len(d.next) * (top + 1)
+	edges := make([][]dfaEdge, states)
+	final := make([]bool, states)
+	for q := range d.next {
+		if !live[q] {
+			continue
+		}
+		grouped := groupEdges(next[q], live, alpha)
+		for n := 0; n <= top; n++ {
+			id := q*(top+1) + n
+			final[id] = d.accept[q] && n >= minLen
+			if maxLen >= 0 && n >= maxLen {
 				continue
 			}
-			i, ok := idx[t]
-			if !ok {
-				i = len(edges[q])
-				idx[t] = i
-				edges[q] = append(edges[q], edge{to: t})
+			for _, e := range grouped {
+				e.to = e.to*(top+1) + min(n+1, top)
+				edges[id] = append(edges[id], e)
 			}
-			edges[q][i].set = append(edges[q][i].set, alpha.classes[ci])
 		}
 	}
-	chars := map[[2]int]Sym{} // JSONChar per (state, edge), shared across lengths
-	rules := map[[2]int]int{}
-	var rule func(q, n int) int
-	rule = func(q, n int) int {
-		key := [2]int{q, n}
-		if nt, ok := rules[key]; ok {
-			return nt
+	return c.linear("bounded pattern", edges, final, alpha), nil
+}
+
+// dfaEdge is a transition of an automaton over string content: to the
+// state to on the characters of set, classes of an alphabet.
+type dfaEdge struct {
+	to  int
+	set CharSet
+}
+
+// groupEdges lists a state's transitions (row: target by class) to live
+// states, one edge per target.
+func groupEdges(row []int, live []bool, alpha *keyAlphabet) []dfaEdge {
+	var out []dfaEdge
+	idx := map[int]int{}
+	for ci, t := range row {
+		if !live[t] {
+			continue
 		}
-		nt := c.b.Rule("bounded pattern")
-		rules[key] = nt
-		alts := 0
-		if d.accept[q] && n >= minLen {
-			c.b.Alt(nt, B('"'))
-			alts++
+		i, ok := idx[t]
+		if !ok {
+			i = len(out)
+			idx[t] = i
+			out = append(out, dfaEdge{to: t})
 		}
-		if maxLen < 0 || n < maxLen {
-			for i, e := range edges[q] {
-				ck := [2]int{q, i}
-				ch, ok := chars[ck]
-				if !ok {
-					ch = c.b.JSONChar(NewCharSet(e.set...))
-					chars[ck] = ch
+		out[i].set = append(out[i].set, alpha.classes[ci])
+	}
+	return out
+}
+
+// maxLeftLinear is the most states of an automaton that linear writes
+// as a left-linear grammar.
+const maxLeftLinear = 1024
+
+// linear is the grammar of JSON string content that an automaton leads
+// from state 0 to a final state, then the closing quote; each transition
+// is a JSONChar, so a character may be written raw or escaped. The
+// automaton is deterministic, so no text has two parses.
+//
+// Small automata are written left-linear: rule R_q for the content that
+// ends in state q (R_0 → ε, R_t → R_q c for each transition q → t on c).
+// An Earley set inside the content then holds the items that wait after
+// one R_q, with the content's start as their origin whatever the path:
+// two positions in one state have sets alike, and the states masks learn
+// repeat (a right-linear grammar chains an item per character into every
+// set). The price is that the content's start predicts every rule, so
+// large automata (length bounds times states, whose states do not repeat
+// anyway) are written right-linear: R_q → c R_t, R_q → '"' where q is
+// final, predicted one state at a time.
+//
+// The transitions of a state from which any plain text keeps the
+// automaton alive (freeStates) are text alternatives (Builder.TextAlt).
+func (c *schemaCompiler) linear(name string, edges [][]dfaEdge, final []bool, alpha *keyAlphabet) Sym {
+	// The states reachable from 0, in order, with the transitions to
+	// states that reach a final one.
+	rev := make([][]int, len(edges))
+	for q, es := range edges {
+		for _, e := range es {
+			rev[e.to] = append(rev[e.to], q)
+		}
+	}
+	live := reaching(final, rev)
+	for q, es := range edges {
+		edges[q] = slices.DeleteFunc(es, func(e dfaEdge) bool { return !live[e.to] })
+	}
+	num := map[int]int{0: 0}
+	order := []int{0}
+	for i := 0; i < len(order); i++ {
+		for _, e := range edges[order[i]] {
+			if _, ok := num[e.to]; !ok {
+				num[e.to] = len(order)
+				order = append(order, e.to)
+			}
+		}
+	}
+	free := freeStates(edges, order, alpha)
+	budget := func(q int) int32 {
+		if free[q] {
+			return NoBound
+		}
+		return 0
+	}
+	rules := make([]int, len(order))
+	for i := range order {
+		rules[i] = c.b.Rule(name)
+	}
+	if len(order) > maxLeftLinear {
+		for i, q := range order {
+			if final[q] {
+				c.b.Alt(rules[i], B('"'))
+			}
+			for _, e := range edges[q] {
+				c.b.TextAlt(rules[i], 0, budget(q), c.b.JSONChar(e.set), N(rules[num[e.to]]))
+			}
+			if len(c.b.rules[rules[i]].alts) == 0 {
+				c.b.Alt(rules[i], never())
+			}
+		}
+		return N(rules[0])
+	}
+	c.b.Alt(rules[0])
+	for i, q := range order {
+		for _, e := range edges[q] {
+			c.b.TextAlt(rules[num[e.to]], 1, budget(q), N(rules[i]), c.b.JSONChar(e.set))
+		}
+	}
+	end := c.b.Rule(name)
+	for i, q := range order {
+		if final[q] {
+			c.b.Alt(end, N(rules[i]), B('"'))
+		}
+	}
+	if len(c.b.rules[end].alts) == 0 {
+		c.b.Alt(end, never())
+	}
+	return N(end)
+}
+
+// freeStates finds the states of an automaton over string content (edges
+// to live states only) from which any plain text (Vocab's isPlain) keeps
+// it alive: no state reachable from them lacks a transition for some plain
+// character. A search backwards from the states that do lack one.
+func freeStates(edges [][]dfaEdge, order []int, alpha *keyAlphabet) map[int]bool {
+	// The classes with a plain character: all but those of control
+	// characters, the quote and the backslash alone.
+	isPlain := func(cl RuneRange) bool {
+		return !(cl.Hi < 0x20 || (cl.Lo == '"' && cl.Hi == '"') || (cl.Lo == '\\' && cl.Hi == '\\'))
+	}
+	plain := 0
+	for _, cl := range alpha.classes {
+		if isPlain(cl) {
+			plain++
+		}
+	}
+	free := make(map[int]bool, len(order))
+	rev := map[int][]int{}
+	var queue []int
+	for _, q := range order {
+		n := 0
+		for _, e := range edges[q] {
+			for _, cl := range e.set {
+				if isPlain(cl) {
+					n++
 				}
-				c.b.Alt(nt, ch, N(rule(int(e.to), min(n+1, top))))
-				alts++
+			}
+			rev[e.to] = append(rev[e.to], q)
+		}
+		free[q] = n == plain
+		if !free[q] {
+			queue = append(queue, q)
+		}
+	}
+	for i := 0; i < len(queue); i++ {
+		for _, q := range rev[queue[i]] {
+			if free[q] {
+				free[q] = false
+				queue = append(queue, q)
 			}
 		}
-		if alts == 0 {
-			c.b.Alt(nt, never())
-		}
-		return nt
 	}
-	return N(rule(0, 0)), nil
+	return free
 }
 
 // productDFA is the automaton of the strings every one of dfas accepts.

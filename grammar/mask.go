@@ -42,12 +42,23 @@ type Vocab struct {
 	// 63: 63 or more); plain are the tokens with plainFrom 0.
 	pfBits []uint64
 	plain  Mask
+	// Inside string content with a length bound (Matcher.TextBudget) a
+	// plain tail is allowed when it has no more characters than the
+	// budget: tailRunes[i] is the number of characters of order[i]'s
+	// plain tail (a character cut at its end counts), maxTail the largest;
+	// plainByLen[r] are the tokens with plainFrom 0 and r characters,
+	// plainUpTo[r] those with at most r (for r < shortTail).
+	tailRunes  []uint16
+	maxTail    int32
+	plainByLen [][]int32
+	plainUpTo  []Mask
 	// plain0[e] is the number of plain tokens below the root's edge e.
 	plain0 []int32
 	// plainIDs[plainAt[n]:plainAt[n+1]] are the tokens whose plain tail
 	// starts right after node n: those below n with plainFrom n's depth.
-	plainAt  []int32
-	plainIDs []int32
+	plainAt   []int32
+	plainIDs  []int32
+	plainRune []uint16 // plainIDs' tail characters
 }
 
 // tnode is what a walk reads of a trie node.
@@ -116,10 +127,17 @@ func NewVocab(tokens [][]byte, eos []int32) *Vocab {
 		v.nodes[n].lo = int32(len(v.order))
 		for _, id := range nd.tokens {
 			pf := plainFrom(tokens[id])
+			tail := runeStarts(tokens[id][pf:])
 			v.order = append(v.order, id)
 			v.plainFrom = append(v.plainFrom, pf)
+			v.tailRunes = append(v.tailRunes, tail)
+			v.maxTail = max(v.maxTail, int32(tail))
 			if pf == 0 {
 				v.plain.Set(id)
+				for len(v.plainByLen) <= int(tail) {
+					v.plainByLen = append(v.plainByLen, nil)
+				}
+				v.plainByLen[tail] = append(v.plainByLen[tail], id)
 			}
 			if int(pf) == len(path) {
 				at[id] = n
@@ -182,15 +200,65 @@ func NewVocab(tokens [][]byte, eos []int32) *Vocab {
 	for n := range nn {
 		v.plainAt[n+1] += v.plainAt[n]
 	}
+	for r := range shortTail {
+		m := NewMask(len(tokens))
+		if r > 0 {
+			copy(m, v.plainUpTo[r-1])
+		}
+		if r < len(v.plainByLen) {
+			for _, id := range v.plainByLen[r] {
+				m.Set(id)
+			}
+		}
+		v.plainUpTo = append(v.plainUpTo, m)
+	}
 	v.plainIDs = make([]int32, v.plainAt[nn])
+	v.plainRune = make([]uint16, v.plainAt[nn])
 	fill := slices.Clone(v.plainAt[:nn])
 	for id, n := range at {
 		if n >= 0 {
 			v.plainIDs[fill[n]] = int32(id)
+			v.plainRune[fill[n]] = runeStarts(tokens[id][plainFrom(tokens[id]):])
 			fill[n]++
 		}
 	}
 	return v
+}
+
+// runeStarts counts the bytes of bs that begin a character: its
+// characters, one cut at the end included (capped at 65535).
+func runeStarts(bs []byte) uint16 {
+	n := 0
+	for _, c := range bs {
+		if utf8.RuneStart(c) {
+			n++
+		}
+	}
+	return uint16(min(n, 0xFFFF))
+}
+
+// shortTail is the number of budgets whose plain tokens a Vocab keeps as
+// masks: below it most plain tokens are longer than the budget.
+const shortTail = 16
+
+// setPlain sets in dst the tokens with plainFrom 0 and at most budget
+// characters: all of them (Vocab.plain) past the longest.
+func (v *Vocab) setPlain(dst Mask, budget int32) {
+	if budget < shortTail {
+		for i, w := range v.plainUpTo[budget] {
+			dst[i] |= w
+		}
+		return
+	}
+	for i, w := range v.plain {
+		dst[i] |= w
+	}
+	// Few tokens are longer.
+	for r := int(budget) + 1; r < len(v.plainByLen); r++ {
+		for _, id := range v.plainByLen[r] {
+			dst[id>>6] &^= 1 << (id & 63)
+		}
+	}
 }
 
 // child is node n's child by byte c, which it has.
@@ -305,10 +373,8 @@ func (v *Vocab) Fill(m *Matcher, dst Mask) {
 	clear(dst)
 	w := walker{v: v, d: d, m: m, cls: &m.g.cls, base: m.Mark(), dst: dst}
 	covered := -1
-	if root.inText {
-		for i, w := range v.plain {
-			dst[i] |= w
-		}
+	if root.text > 0 {
+		v.setPlain(dst, root.text)
 		covered = 0
 	} else {
 		w.plainChildren(root)
@@ -338,9 +404,10 @@ type walker struct {
 	mpath  []byte // bytes the matcher has taken past base
 	dst    Mask
 	visits int
-	// inText are the bytes whose child of the root is inside free text
-	// (where the root is not): plainChildren has set the plain tokens
-	// below them (Vocab.plain0), so they are walked as if covered to 0.
+	// inText are the bytes whose child of the root is inside string
+	// content that takes any plain tail (where the root is not):
+	// plainChildren has set the plain tokens below them (Vocab.plain0),
+	// so they are walked as if covered to 0.
 	inText ByteSet
 }
 
@@ -365,7 +432,7 @@ func (w *walker) plainChildren(s *dstate) {
 		if t == nil {
 			t = w.learn(s, 0, c)
 		}
-		if t.inText {
+		if t.text >= v.maxTail {
 			w.inText.Add(c)
 			in += n0
 		} else {
@@ -406,11 +473,24 @@ func (w *walker) plainChildren(s *dstate) {
 // below which every token is set is skipped.
 func (w *walker) walk(n int32, s *dstate, depth, covered int) {
 	v := w.v
-	if depth > covered && s.inText {
+	if depth > covered && s.text > 0 {
+		// A tail is allowed when its characters from here fit the
+		// budget; one that does not fit is not (it has no quote to end
+		// the string with), so the tokens below are settled either way.
+		budget := s.text
 		if w.onlyHere(covered, depth) {
 			// The common case, tokens whose tail starts here: a list.
-			for _, id := range v.plainIDs[v.plainAt[n]:v.plainAt[n+1]] {
-				w.dst.Set(id)
+			a, b := v.plainAt[n], v.plainAt[n+1]
+			if budget >= v.maxTail {
+				for _, id := range v.plainIDs[a:b] {
+					w.dst.Set(id)
+				}
+			} else {
+				for i, id := range v.plainIDs[a:b] {
+					if int32(v.plainRune[int(a)+i]) <= budget {
+						w.dst.Set(id)
+					}
+				}
 			}
 		} else {
 			var want uint64
@@ -422,9 +502,16 @@ func (w *walker) walk(n int32, s *dstate, depth, covered int) {
 			}
 			if v.pfBits[n]&want != 0 {
 				for i := v.nodes[n].lo; i < v.hi[n]; i++ {
-					if pf := int(v.plainFrom[i]); pf > covered && pf <= depth {
-						w.dst.Set(v.order[i])
+					pf := int(v.plainFrom[i])
+					if pf <= covered || pf > depth {
+						continue
 					}
+					// The tail's characters from here on: the path
+					// took those between pf and depth.
+					if budget < v.maxTail && int32(v.tailRunes[i])-int32(runeStarts(w.path[pf:depth])) > budget {
+						continue
+					}
+					w.dst.Set(v.order[i])
 				}
 			}
 		}

@@ -99,6 +99,20 @@ var exactCases = []exactCase{
 		`{"n":99.999,"e":null,"arr":[10]}`),
 	schemaCase("pattern prefix", `{"type":"array","items":{"type":"string","pattern":"^[^b\\u00e9]"}}`,
 		`["abc","\u00e8x","中\"b"]`),
+	schemaCase("bounded strings", `{"type":"object","properties":{
+ "s":{"type":"string","maxLength":12},
+ "t":{"type":"string","minLength":3,"maxLength":5},
+ "u":{"type":"string","minLength":2},
+ "o":{"anyOf":[{"type":"string","maxLength":3},{"type":"string","pattern":"^x"}]}
+},"required":["s","t","u","o"],"additionalProperties":false}`,
+		`{"s":"héllo \"woé","t":"abc","u":"中é","o":"xyzabcdefghi"}`,
+		`{"s":"","t":"a\nbcd","u":"aaaaaaaaaaaaaaaaaaaa","o":"ab"}`),
+	schemaCase("free patterns", `{"type":"object","properties":{
+ "id":{"type":"string","pattern":"[a-z0-9_-]{6}"},
+ "d":{"type":"string","format":"date"},
+ "w":{"type":"string","pattern":"^[^\\s]*$"}
+},"patternProperties":{"^_":{"type":"integer"}},"additionalProperties":{"type":"boolean"},"required":["id"]}`,
+		`{"id":"\"é abc_12-x yz","d":"2024-02-29","w":"a,b;c","_x y":1,"other":true}`),
 	{"regex", func(t *testing.T) *Grammar {
 		return regexGrammar(t, `^(([a-z]+)@(ex|exa)\.(com|org)|\d{3}-\d{4}|[α-ω]+é?)$`, RegexOptions{Anchored: true})
 	}, []string{"abc@exa.org", "555-1234", "αβγé"}},

@@ -279,21 +279,44 @@ func (m *Matcher) Done() bool { return m.Allowed() == ByteSet{} }
 // InText reports whether the match is inside free JSON string content
 // (Builder.JSONText) at a character boundary: any plain text (Vocab) may
 // follow.
-func (m *Matcher) InText() bool {
-	if len(m.g.textProds) == 0 {
-		return false
+func (m *Matcher) InText() bool { return m.TextBudget() == NoBound }
+
+// TextBudget is, where the match is inside JSON string content at a
+// character boundary (Builder.TextAlt), how much plain text (Vocab) may
+// follow: NoBound where any, n where any of at most n characters and no
+// longer one; 0 elsewhere. A bounded budget holds only where nothing but
+// the text items may take a plain character here (another branch, of an
+// anyOf say, could take a longer text): else the answer is 0.
+func (m *Matcher) TextBudget() int32 {
+	g := m.g
+	if !g.hasText {
+		return 0
 	}
 	k := len(m.starts) - 1
+	var b int32
+	exact := true
 	for _, it := range m.items[m.starts[k]:] {
-		if it.dot == 1 {
-			for _, p := range m.g.textProds {
-				if it.prod == p {
-					return true
-				}
+		p := &g.prods[it.prod]
+		if int(it.dot) == len(p.rhs) {
+			continue
+		}
+		if t := g.textBudget[it.prod]; t > 0 && it.dot == g.textDot[it.prod] {
+			b = max(b, t)
+			continue
+		}
+		switch sym := p.rhs[it.dot]; {
+		case sym.Terminal():
+			if !g.inChar[p.lhs] && sym.Set.Intersects(&g.plainStart) {
+				exact = false
 			}
+		case g.charNT[sym.NT]:
+			exact = false
 		}
 	}
-	return false
+	if b < NoBound && !exact {
+		return 0
+	}
+	return b
 }
 
 // Len is the number of bytes taken.

@@ -35,7 +35,7 @@ func mix64(x uint64) uint64 {
 // which says the match can end, excepted). So two sets whose live items
 // have the same productions, dots and (recursively) origin structures accept
 // the same continuations, take the same bytes, can end alike and are alike
-// inside free text. Equal signatures stand for that equality; two lanes of
+// inside string content. Equal signatures stand for that equality; two lanes of
 // 64 bits make a false match between the states of a grammar a 2^-128 event
 // per pair. Items are summed, so the order in which close added them does
 // not matter.
@@ -75,7 +75,9 @@ type dstate struct {
 	classes ByteSet
 	rank    [4]uint16
 	canEnd  bool
-	inText  bool
+	// text is the Matcher's TextBudget: inside string content, how many
+	// characters of plain text may follow (0: not inside).
+	text int32
 	// next[i] is the state after the bytes of the i-th allowed class;
 	// nil until a walk has taken one of them.
 	next []atomic.Pointer[dstate]
@@ -167,7 +169,7 @@ func (d *stateSet) state(m *Matcher) *dstate {
 	if s := d.states[key]; s != nil {
 		return s
 	}
-	s := &dstate{allowed: m.allowed[k], canEnd: m.CanEnd(), inText: m.InText()}
+	s := &dstate{allowed: m.allowed[k], canEnd: m.CanEnd(), text: m.TextBudget()}
 	for c := range 256 {
 		if s.allowed.Has(byte(c)) {
 			s.classes.Add(m.g.cls[c])
