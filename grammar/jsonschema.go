@@ -1160,27 +1160,33 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 		}
 		extraMember = c.b.Seq("additional property", key, B(':'), extraSym)
 	}
-	// after(i, first): the members from declared index i on (declared in
-	// order, additional ones anywhere); first says none was written yet
-	// (no comma before the next).
-	memo := map[[2]int]Sym{}
-	var after func(i int, first bool) Sym
-	after = func(i int, first bool) Sym {
-		key := [2]int{i, 0}
+	// after(i, first, extra): the members from declared index i on
+	// (declared in order, additional ones anywhere); first says none was
+	// written yet (no comma before the next). Additional members belong
+	// to the place after the last declared one written: once an optional
+	// member is skipped (extra false), the next member is a declared one
+	// or none, so an additional member has one parse, not one per
+	// optional member it could follow.
+	memo := map[[3]int]Sym{}
+	var after func(i int, first, extra bool) Sym
+	after = func(i int, first, extra bool) Sym {
+		key := [3]int{i, 0, 0}
 		if first {
 			key[1] = 1
+		}
+		if extra {
+			key[2] = 1
 		}
 		if s, ok := memo[key]; ok {
 			return s
 		}
 		nt := c.b.Rule("members")
 		memo[key] = N(nt)
-		// Additional members may come anywhere among the declared ones.
-		if extraOK {
+		if extraOK && extra {
 			if first {
-				c.b.Alt(nt, extraMember, after(i, false))
+				c.b.Alt(nt, extraMember, after(i, false, true))
 			} else {
-				c.b.Alt(nt, B(','), extraMember, after(i, false))
+				c.b.Alt(nt, B(','), extraMember, after(i, false, true))
 			}
 		}
 		if i == len(members) {
@@ -1189,12 +1195,12 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 		}
 		m := members[i]
 		if first {
-			c.b.Alt(nt, m.sym, after(i+1, false))
+			c.b.Alt(nt, m.sym, after(i+1, false, true))
 		} else {
-			c.b.Alt(nt, B(','), m.sym, after(i+1, false))
+			c.b.Alt(nt, B(','), m.sym, after(i+1, false, true))
 		}
 		if !m.required {
-			c.b.Alt(nt, after(i+1, first))
+			c.b.Alt(nt, after(i+1, first, false))
 		}
 		return N(nt)
 	}
@@ -1224,7 +1230,7 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 	if why != "" {
 		return Sym{}, c.fail(ptr, why, "not supported on objects of more than %d properties (or past the schema's budget of %d alternatives for objects in any order)", maxAnyOrder, anyOrderBudget)
 	}
-	return c.b.Seq("object", B('{'), after(0, true), B('}')), nil
+	return c.b.Seq("object", B('{'), after(0, true, true), B('}')), nil
 }
 
 // dependencies reads dependentRequired (and the array form of draft 4-7's
@@ -1399,10 +1405,14 @@ func (c *schemaCompiler) anyOrder(members []orderMember, extraOK bool, extra Sym
 }
 
 // keyExcept is a JSON string (quotes included) that is none of names: a
-// walk of the names' trie that leaves it on any other character, and may
-// close the string anywhere but at the end of a name. A name's character
-// written as a \u escape follows the trie as the raw one does, so a name
-// spelled with escapes is still that name (a decoder reads it so).
+// walk of the names' trie that leaves it for free text on any other
+// character, and may close the string anywhere but at the end of a name.
+// Each transition is a character in any encoding, so a name spelled with
+// escapes is still that name (a decoder reads it so). The trie is
+// right-linear (a match predicts one node at a time, and a tree's states
+// do not repeat anyway), the free text left-recursive (its states do).
+// Every character alternative is a text alternative: a key can always go
+// on, so masks take plain tokens at a key without walking them.
 func (c *schemaCompiler) keyExcept(names []string) (Sym, error) {
 	if len(names) == 0 {
 		return c.anyString(), nil
@@ -1415,6 +1425,9 @@ func (c *schemaCompiler) keyExcept(names []string) (Sym, error) {
 	for _, n := range names {
 		cur := root
 		for _, r := range n {
+			if r == utf8.RuneError {
+				r = 0xFFFD
+			}
 			nx, ok := cur.next[r]
 			if !ok {
 				nx = &node{next: map[rune]*node{}}
@@ -1438,51 +1451,13 @@ func (c *schemaCompiler) keyExcept(names []string) (Sym, error) {
 		}
 		slices.Sort(runes)
 		for _, r := range runes {
-			// The character, raw or as a \u escape: stay in the trie
-			// (a decoder reads both as the name's character).
-			child := build(n.next[r])
-			c.b.Alt(nt, append(c.rawChar(r), child)...)
-			if esc, ok := c.escapedChar(r); ok {
-				c.b.Alt(nt, esc, child)
-			}
+			c.b.TextAlt(nt, 0, NoBound, c.b.JSONChar(Chars(r)), build(n.next[r]))
 			others = others.Minus(Chars(r))
 		}
-		// Any other character: leave the trie.
-		c.b.Alt(nt, c.b.JSONChar(others), free)
+		c.b.TextAlt(nt, 0, NoBound, c.b.JSONChar(others), free)
 		return N(nt)
 	}
 	return c.b.Seq("key", B('"'), build(root)), nil
-}
-
-// rawChar is r as raw UTF-8 (when JSON allows it raw) or its short escape.
-func (c *schemaCompiler) rawChar(r rune) []Sym {
-	if r < 0x20 || r == '"' || r == '\\' {
-		return []Sym{c.b.JSONChar(Chars(r))}
-	}
-	var buf [4]byte
-	n := utf8.EncodeRune(buf[:], r)
-	return Lit(string(buf[:n]))
-}
-
-// escapedChar is r as a \u escape (a trie character reached through an
-// escape leaves the trie); ok is false for a character written only raw
-// or with a short escape here (control characters, quote, backslash) and
-// beyond the BMP.
-func (c *schemaCompiler) escapedChar(r rune) (Sym, bool) {
-	if r < 0x20 || r == '"' || r == '\\' || r > 0xFFFF {
-		return Sym{}, false
-	}
-	hex := fmt.Sprintf("%04x", r)
-	seq := []Sym{B('\\'), B('u')}
-	for i := 0; i < 4; i++ {
-		h := hex[i]
-		set := Bytes(h)
-		if h >= 'a' {
-			set.Add(h - 'a' + 'A')
-		}
-		seq = append(seq, T(set))
-	}
-	return c.b.Seq("escaped", seq...), true
 }
 
 func escapePointer(k string) string {

@@ -395,15 +395,17 @@ func (v *Vocab) Fill(m *Matcher, dst Mask) {
 // has taken mpath (bytes past base), which agrees with the walk's path only
 // as far as the last transition the walk had to learn.
 type walker struct {
-	v      *Vocab
-	d      *stateSet
-	m      *Matcher
-	cls    *[256]uint8
-	base   int
-	path   []byte // bytes from the trie's root to the node being walked
-	mpath  []byte // bytes the matcher has taken past base
-	dst    Mask
-	visits int
+	v       *Vocab
+	d       *stateSet
+	m       *Matcher
+	cls     *[256]uint8
+	base    int
+	path    []byte // bytes from the trie's root to the node being walked
+	mpath   []byte // bytes the matcher has taken past base
+	dst     Mask
+	visits  int
+	learns  int
+	learnNS int64
 	// inText are the bytes whose child of the root is inside string
 	// content that takes any plain tail (where the root is not):
 	// plainChildren has set the plain tokens below them (Vocab.plain0),
