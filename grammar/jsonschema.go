@@ -1160,47 +1160,50 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 		}
 		extraMember = c.b.Seq("additional property", key, B(':'), extraSym)
 	}
-	// after(i, first, extra): the members from declared index i on
-	// (declared in order, additional ones anywhere); first says none was
-	// written yet (no comma before the next). Additional members belong
-	// to the place after the last declared one written: once an optional
-	// member is skipped (extra false), the next member is a declared one
-	// or none, so an additional member has one parse, not one per
-	// optional member it could follow.
-	memo := map[[3]int]Sym{}
-	var after func(i int, first, extra bool) Sym
-	after = func(i int, first, extra bool) Sym {
-		key := [3]int{i, 0, 0}
-		if first {
-			key[1] = 1
-		}
-		if extra {
-			key[2] = 1
-		}
-		if s, ok := memo[key]; ok {
+	// In the schema's order: after(i) is what may follow a written
+	// member when the next declared one is i: nothing (when no required
+	// member is left), or a comma and rest(i). rest(i) is one member and
+	// what follows it: an additional one (which stays at i), or the
+	// declared member j ≥ i, skipping the optional ones before it. So
+	// every member has one parse, and the alternatives for the next key
+	// are predicted only after its comma (a set inside a value holds O(1)
+	// items of the object, not one per member left). The grammar has
+	// O(members²) alternatives.
+	afterMemo, restMemo := map[int]Sym{}, map[int]Sym{}
+	optionalFrom := make([]bool, len(members)+1) // members[i:] all optional
+	optionalFrom[len(members)] = true
+	for i := len(members) - 1; i >= 0; i-- {
+		optionalFrom[i] = optionalFrom[i+1] && !members[i].required
+	}
+	var after, rest func(i int) Sym
+	after = func(i int) Sym {
+		if s, ok := afterMemo[i]; ok {
 			return s
 		}
 		nt := c.b.Rule("members")
-		memo[key] = N(nt)
-		if extraOK && extra {
-			if first {
-				c.b.Alt(nt, extraMember, after(i, false, true))
-			} else {
-				c.b.Alt(nt, B(','), extraMember, after(i, false, true))
-			}
-		}
-		if i == len(members) {
+		afterMemo[i] = N(nt)
+		if optionalFrom[i] {
 			c.b.Alt(nt)
-			return N(nt)
 		}
-		m := members[i]
-		if first {
-			c.b.Alt(nt, m.sym, after(i+1, false, true))
-		} else {
-			c.b.Alt(nt, B(','), m.sym, after(i+1, false, true))
+		if i < len(members) || extraOK {
+			c.b.Alt(nt, B(','), rest(i))
 		}
-		if !m.required {
-			c.b.Alt(nt, after(i+1, first, false))
+		return N(nt)
+	}
+	rest = func(i int) Sym {
+		if s, ok := restMemo[i]; ok {
+			return s
+		}
+		nt := c.b.Rule("member")
+		restMemo[i] = N(nt)
+		if extraOK {
+			c.b.Alt(nt, extraMember, after(i))
+		}
+		for j := i; j < len(members) && c.b.err == nil; j++ {
+			c.b.Alt(nt, members[j].sym, after(j+1))
+			if members[j].required {
+				break
+			}
 		}
 		return N(nt)
 	}
@@ -1230,7 +1233,14 @@ func (c *schemaCompiler) compileProperties(s *object, ptr string, depth int) (Sy
 	if why != "" {
 		return Sym{}, c.fail(ptr, why, "not supported on objects of more than %d properties (or past the schema's budget of %d alternatives for objects in any order)", maxAnyOrder, anyOrderBudget)
 	}
-	return c.b.Seq("object", B('{'), after(0, true, true), B('}')), nil
+	body := c.b.Rule("members")
+	if optionalFrom[0] {
+		c.b.Alt(body)
+	}
+	if len(members) > 0 || extraOK {
+		c.b.Alt(body, rest(0))
+	}
+	return c.b.Seq("object", B('{'), N(body), B('}')), nil
 }
 
 // dependencies reads dependentRequired (and the array form of draft 4-7's
