@@ -119,6 +119,10 @@ type textAlt struct {
 // NoBound is the budget of a text production without a length bound.
 const NoBound = 1<<31 - 1
 
+// maxLeftCount is the largest length bound JSONTextRange counts
+// left-linear.
+const maxLeftCount = 1024
+
 // DefaultLimit is the most symbols a Builder takes by default: a compiler
 // whose input would make a larger grammar (a schema with huge repetition
 // bounds) fails with ErrTooLarge instead of exhausting memory.
@@ -267,10 +271,47 @@ func (b *Builder) TextAlt(nt, dot int, budget int32, syms ...Sym) {
 
 // JSONTextRange is JSON string content of min to max characters (max < 0:
 // no upper bound), each character a text alternative (TextAlt) with the
-// characters left as its budget. The count is a right-linear chain, so
-// that a match predicts one link at a time. Its size is O(max) symbols.
+// characters left as its budget. Its size is O(max) symbols (O(min)
+// without an upper bound).
+//
+// Counts up to maxLeftCount are left-linear, R_n → R_{n-1} c: every set
+// inside the content holds O(1) items of it, with the content's start as
+// their origin, and the closing quote completes one of them. (A
+// right-linear count, which larger bounds get so as not to predict every
+// count at the start, leaves an item per character waiting, and the
+// closing quote completes them all.)
 func (b *Builder) JSONTextRange(min, max int) Sym {
 	c := b.JSONChar(AnyChar())
+	top := min
+	if max > min {
+		top = max
+	}
+	if top <= maxLeftCount {
+		budget := func(n int) int32 {
+			if max < 0 {
+				return NoBound
+			}
+			return int32(max - n)
+		}
+		rules := make([]int, top+1)
+		for n := range rules {
+			rules[n] = b.Rule("count")
+		}
+		b.Alt(rules[0])
+		for n := 1; n <= top; n++ {
+			b.TextAlt(rules[n], 1, budget(n-1), N(rules[n-1]), c)
+		}
+		content := b.Rule("text range")
+		if max < 0 {
+			b.TextAlt(rules[top], 1, NoBound, N(rules[top]), c)
+			b.Alt(content, N(rules[top]))
+		} else {
+			for n := min; n <= max; n++ {
+				b.Alt(content, N(rules[n]))
+			}
+		}
+		return N(content)
+	}
 	var cur Sym
 	have := false
 	switch {
