@@ -102,8 +102,10 @@ type Builder struct {
 	// texts are the text productions (TextAlt): rule, index of the
 	// alternative, the dot, and its budget of characters.
 	texts []textAlt
-	// jsonChars are the rules JSONChar made, by character set.
-	jsonChars map[string]Sym
+	// jsonChars are the rules JSONChar made, by character set;
+	// textRanges those JSONTextRange made, by bounds.
+	jsonChars  map[string]Sym
+	textRanges map[[2]int]Sym
 }
 
 type rule struct {
@@ -281,6 +283,20 @@ func (b *Builder) TextAlt(nt, dot int, budget int32, syms ...Sym) {
 // count at the start, leaves an item per character waiting, and the
 // closing quote completes them all.)
 func (b *Builder) JSONTextRange(min, max int) Sym {
+	// One grammar per range: a schema repeats its bounds.
+	key := [2]int{min, max}
+	if sym, ok := b.textRanges[key]; ok {
+		return sym
+	}
+	if b.textRanges == nil {
+		b.textRanges = map[[2]int]Sym{}
+	}
+	sym := b.jsonTextRange(min, max)
+	b.textRanges[key] = sym
+	return sym
+}
+
+func (b *Builder) jsonTextRange(min, max int) Sym {
 	c := b.JSONChar(AnyChar())
 	top := min
 	if max > min {
