@@ -67,28 +67,51 @@
 // small that states and masks are dropped all the time; TestMaskConcurrent
 // runs Fills at once.
 //
-// # Masks inside free strings
+// # Masks inside string content
 //
-// Inside a JSON string of free content (Builder.JSONText; also the search
-// semantics' surroundings of a pattern) nearly every token is allowed, and
-// walking them all would visit the whole trie. The Vocab knows, for each
-// token, from which byte on it is plain string content (whole characters
-// JSON writes raw, possibly ending inside one more); when the walk reaches
-// a node in a state inside free content, the tokens whose plain tail starts
-// there are allowed at once (a list per node), and only subtrees holding
-// other tokens (quotes, backslashes, control bytes) are walked. Where the
-// root is not in free text but some of its children are (a key that may be
-// any string except the known ones, a pattern's first character), the plain
+// Inside a JSON string nearly every token is often allowed, and walking
+// them all would visit the whole trie. The Vocab knows, for each token,
+// from which byte on it is plain string content (whole characters JSON
+// writes raw, possibly ending inside one more) and how many characters
+// that tail has. The grammar marks its text alternatives (Builder.TextAlt):
+// items before a character that say "any plain text of up to n characters
+// is taken from here, each character leading to such a state again"
+// (n unbounded for free content, the search semantics' surroundings of a
+// pattern, a key that may be any other string, or any state of a pattern's
+// automaton from which every plain character keeps it alive; n the
+// characters left under maxLength). Matcher.TextBudget reads it off a set;
+// a bounded budget counts only where nothing else in the set takes a plain
+// character, so that a longer tail is known to be refused. When the walk
+// reaches a node in such a state, the tokens whose plain tail starts there
+// and fits are allowed at once (a list per node; at the root, a mask per
+// small budget), and only subtrees holding other tokens (quotes,
+// backslashes, control bytes) are walked. Where the root is not in free
+// text but some of its children are (a key's first character), the plain
 // tokens below those children are set at once, or every plain token is set
 // and those below the other children cleared.
 //
+// # Grammars whose states repeat
+//
+// States are only shared when sets look alike, so the compilers write
+// string content the way Earley keeps small: automata over characters
+// (patterns, formats, pattern-property keys, and length counts up to 1024)
+// as left-linear rules, R_t → R_q c, whose items inside the content all
+// start where the content starts, so two positions in one automaton state
+// are one grammar state (a right-linear chain would leave an item per
+// character, and the closing quote would complete them all); large
+// automata stay right-linear so the start does not predict every state.
+// Objects in the schema's order predict the next key's alternatives only
+// after its comma, and give each additional property one parse.
+//
 // # What remains slow
 //
-// A state first met costs a walk, and its transitions each an Earley step:
-// a key position of an object with many properties, a string with a format
-// or an anchored pattern (no free-text fast path: the walk visits most of
-// the trie) or a grammar whose sets hold hundreds of items (an unanchored
-// bounded repetition) cost milliseconds the first time. BenchmarkMask and
+// A state first met costs a walk, and its transitions each an Earley step.
+// The first visits that still cost a millisecond or more: a string under a
+// pattern whose classes leave out some plain characters (\w, [^\s], an
+// email's local part: no text fast path, the walk visits every token made
+// of those characters), key positions of large objects (each position is a
+// new context, and its names' trie is learnt again), and sets of hundreds
+// of items (a value inside deeply nested free JSON). BenchmarkMask and
 // BenchmarkMaskBench report the figures, cold per schema.
 //
 // # Strictness
