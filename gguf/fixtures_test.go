@@ -4,9 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/troupe-ai/troupe/internal/fixtures"
@@ -257,5 +259,22 @@ func TestFixtureBPETokenizerFile(t *testing.T) {
 	emb, ok := f.Tensor("token_embd.weight")
 	if !ok || emb.Type != Q4_0 || !slices.Equal(emb.Dims, []int64{64, 49152}) {
 		t.Errorf("token_embd.weight: %+v, want Q4_0 [64 49152]", emb)
+	}
+}
+
+// TestFixtureTruncated opens a real file cut in its tensor data: an
+// ErrTruncated error naming a tensor.
+func TestFixtureTruncated(t *testing.T) {
+	b, err := os.ReadFile(fixtures.Path(t, "gguf", "llama", "llama-q4_k_m.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "cut.gguf")
+	if err := os.WriteFile(p, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(p)
+	if !errors.Is(err, ErrTruncated) || !strings.Contains(err.Error(), "tensor \"") || !strings.Contains(err.Error(), "cut.gguf") {
+		t.Errorf("error %v, want ErrTruncated naming the file and a tensor", err)
 	}
 }

@@ -189,16 +189,25 @@ func (f *File) Has(key string) bool {
 	return ok
 }
 
-// Tensors returns the tensor infos in file order (a copy of the list).
-func (f *File) Tensors() []TensorInfo { return slices.Clone(f.tensors) }
+// Tensors returns the tensor infos in file order (a copy).
+func (f *File) Tensors() []TensorInfo {
+	out := make([]TensorInfo, len(f.tensors))
+	for i, t := range f.tensors {
+		t.Dims = slices.Clone(t.Dims)
+		out[i] = t
+	}
+	return out
+}
 
-// Tensor returns the info of the tensor called name.
+// Tensor returns the info of the tensor called name (a copy).
 func (f *File) Tensor(name string) (TensorInfo, bool) {
 	i, ok := f.byName[name]
 	if !ok {
 		return TensorInfo{}, false
 	}
-	return f.tensors[i], true
+	t := f.tensors[i]
+	t.Dims = slices.Clone(t.Dims)
+	return t, true
 }
 
 // TensorData returns the bytes of the tensor called name as stored: they
@@ -255,14 +264,15 @@ func parse(name string, data []byte) (*File, error) {
 		return nil, err
 	}
 	// Each entry takes at least this many bytes: a count above what the rest
-	// of the file can hold lies, and must not size an allocation.
+	// of the file can hold (a count that lies, or a truncated file) must not
+	// size an allocation.
 	const minKV = 8 + 4 + 1         // key length, value type, 1-byte value
 	const minTensor = 8 + 4 + 4 + 8 // name length, dims count, type, offset
 	if rest := uint64(r.left()); nKV > rest/minKV {
-		return nil, r.errorf(ErrMalformed, "metadata count %d: the %d bytes after the header hold at most %d entries", nKV, rest, rest/minKV)
+		return nil, r.errorf(ErrTruncated, "metadata count %d: the %d bytes after the header hold at most %d entries", nKV, rest, rest/minKV)
 	}
 	if rest := uint64(r.left()); nTensors > rest/minTensor {
-		return nil, r.errorf(ErrMalformed, "tensor count %d: the %d bytes after the header hold at most %d tensor infos", nTensors, rest, rest/minTensor)
+		return nil, r.errorf(ErrTruncated, "tensor count %d: the %d bytes after the header hold at most %d tensor infos", nTensors, rest, rest/minTensor)
 	}
 
 	f.kvs = make([]KV, 0, nKV)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -339,8 +340,8 @@ func TestOpenMalformed(t *testing.T) {
 		{name: "version 4", mutate: func(s *spec) { s.version = 4 }, is: ErrVersion, msg: []string{"version 4"}},
 		{name: "big-endian", mutate: func(s *spec) { s.version = 3 << 24 }, is: ErrVersion, msg: []string{"big-endian"}},
 		{name: "truncated header", raw: valid[:headerEnd-3], is: ErrTruncated, msg: []string{"the metadata count"}},
-		{name: "tensor count lies", mutate: func(s *spec) { s.nTensors = 1 << 40 }, is: ErrMalformed, msg: []string{"tensor count 1099511627776"}},
-		{name: "metadata count lies", mutate: func(s *spec) { s.nKV = math.MaxInt64 }, is: ErrMalformed, msg: []string{"metadata count"}},
+		{name: "tensor count lies", mutate: func(s *spec) { s.nTensors = 1 << 40 }, is: ErrTruncated, msg: []string{"tensor count 1099511627776"}},
+		{name: "metadata count lies", mutate: func(s *spec) { s.nKV = math.MaxInt64 }, is: ErrTruncated, msg: []string{"metadata count"}},
 		{name: "metadata count one too many", mutate: func(s *spec) { s.nKV = int64(len(s.kvs) + 1) }, is: ErrTruncated},
 		{name: "key of 4 GB", raw: append(enc(valid[:headerEnd:headerEnd]).u64(4<<30), make([]byte, 300)...), is: ErrTruncated, msg: []string{"key of metadata entry 0", "string of 4294967296 bytes"}},
 		{name: "string value of 4 GB", mutate: func(s *spec) { s.kvs[0].val = enc(nil).u64(4 << 30) }, is: ErrTruncated, msg: []string{`"general.architecture"`, "string of 4294967296 bytes"}},
@@ -385,13 +386,14 @@ func TestOpenMalformed(t *testing.T) {
 				tc.mutate(&s)
 				b = s.build()
 			}
-			f, err := open(t, b)
-			if tc.is == nil {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, _ = parse("mem", b)
+			runtime.ReadMemStats(&after)
+			if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+				t.Errorf("parsing %d bytes allocated %d bytes", len(b), n)
 			}
+			f, err := open(t, b)
 			if err == nil {
 				t.Fatalf("opened (%d tensors), want an error", len(f.Tensors()))
 			}
@@ -407,6 +409,21 @@ func TestOpenMalformed(t *testing.T) {
 				t.Errorf("error %q does not name the file", err)
 			}
 		})
+	}
+}
+
+// TestOpenEveryTruncation cuts a valid file at every length: each prefix is
+// an ErrTruncated error, never a panic.
+func TestOpenEveryTruncation(t *testing.T) {
+	valid := validSpec().build()
+	for n := range len(valid) {
+		f, err := parse("cut", valid[:n])
+		if err == nil {
+			t.Fatalf("the first %d of %d bytes parsed (%d tensors)", n, len(valid), len(f.Tensors()))
+		}
+		if !errors.Is(err, ErrTruncated) {
+			t.Fatalf("the first %d of %d bytes: %v, want ErrTruncated", n, len(valid), err)
+		}
 	}
 }
 
