@@ -12,12 +12,16 @@ package ref
 // Bit-exactness depends on the order and rounding of each float32 operation,
 // which this code fixes as ggml and gguf-py do: scales are F16 widened
 // exactly to float32; a sub-block scale is the float32 product
-// d * float32(scale) rounded to float32; an element is that scale times the
-// quant, rounded, then (for the types with a minimum) minus or plus the
-// offset, rounded again. Go may fuse x*y + z into one fused multiply-add,
-// which rounds once; every such expression here converts the product with
-// float32(...) first, which the Go spec defines to round and so forbids the
-// fusion.
+// d * float32(scale); an element is that scale times the quant, rounded,
+// then (for the types with a minimum) minus or plus the offset, rounded
+// again. Most of these products are exact (an F16 has 11 significant bits,
+// a sub-scale at most 8, a quant at most 6), so rounding happens in Q6_K's
+// (d * scale) * q and in the additions of the minimum. Go may fuse x*y + z
+// into one fused multiply-add, which rounds once; every such expression here
+// converts the product with float32(...) first, which the Go spec defines
+// to round and so forbids the fusion (the compiler fuses float32 x*y + z
+// into VFMADD231SS under GOAMD64=v3, and on arm64; the fixture test passes
+// under GOAMD64=v3).
 
 import (
 	"encoding/binary"
