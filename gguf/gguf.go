@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 
 	"github.com/troupe-ai/troupe/internal/mmap"
 )
@@ -271,8 +272,8 @@ func parse(name string, data []byte) (*File, error) {
 	if rest := uint64(r.left()); nKV > rest/minKV {
 		return nil, r.errorf(ErrTruncated, "metadata count %d: the %d bytes after the header hold at most %d entries", nKV, rest, rest/minKV)
 	}
-	if rest := uint64(r.left()); nTensors > rest/minTensor {
-		return nil, r.errorf(ErrTruncated, "tensor count %d: the %d bytes after the header hold at most %d tensor infos", nTensors, rest, rest/minTensor)
+	if rest := uint64(r.left()) - nKV*minKV; nTensors > rest/minTensor {
+		return nil, r.errorf(ErrTruncated, "tensor count %d: the %d bytes after the header and %d metadata entries hold at most %d tensor infos", nTensors, rest, nKV, rest/minTensor)
 	}
 
 	f.kvs = make([]KV, 0, nKV)
@@ -282,7 +283,7 @@ func parse(name string, data []byte) (*File, error) {
 		if err != nil {
 			return nil, err
 		}
-		what := fmt.Sprintf("metadata key %q", key)
+		what := "metadata key " + quote(key)
 		if _, dup := f.byKey[key]; dup {
 			return nil, r.errorf(ErrMalformed, "%s appears twice", what)
 		}
@@ -317,7 +318,7 @@ func parse(name string, data []byte) (*File, error) {
 			return nil, err
 		}
 		if _, dup := f.byName[t.Name]; dup {
-			return nil, r.errorf(ErrMalformed, "tensor %q appears twice", t.Name)
+			return nil, r.errorf(ErrMalformed, "tensor %s appears twice", quote(t.Name))
 		}
 		f.byName[t.Name] = len(f.tensors)
 		f.tensors = append(f.tensors, t)
@@ -329,12 +330,12 @@ func parse(name string, data []byte) (*File, error) {
 	size := uint64(len(data))
 	for _, t := range f.tensors {
 		if t.Offset%f.Alignment != 0 {
-			return nil, r.errorf(ErrMalformed, "tensor %q: offset %d is not a multiple of the alignment %d", t.Name, t.Offset, f.Alignment)
+			return nil, r.errorf(ErrMalformed, "tensor %s: offset %d is not a multiple of the alignment %d", quote(t.Name), t.Offset, f.Alignment)
 		}
 		// start <= size is not given: a file may end right after its infos.
 		if start > size || t.Offset > size-start || uint64(t.Size) > size-start-t.Offset {
-			return nil, r.errorf(ErrTruncated, "tensor %q: data [%d, %d) of the data section at file offset %d runs past the end of the %d-byte file",
-				t.Name, t.Offset, satAdd(t.Offset, uint64(t.Size)), start, size)
+			return nil, r.errorf(ErrTruncated, "tensor %s: data [%d, %d) of the data section at file offset %d runs past the end of the %d-byte file",
+				quote(t.Name), t.Offset, satAdd(t.Offset, uint64(t.Size)), start, size)
 		}
 	}
 	return f, nil
@@ -346,7 +347,7 @@ func (r *reader) tensorInfo(i uint64) (TensorInfo, error) {
 	if err != nil {
 		return TensorInfo{}, err
 	}
-	what := fmt.Sprintf("tensor %q", name)
+	what := "tensor " + quote(name)
 	nDims, err := r.u32("the dimension count of " + what)
 	if err != nil {
 		return TensorInfo{}, err
@@ -642,6 +643,16 @@ func decodeScalars(typ ValueType, b []byte, n int) any {
 		return a
 	}
 	return nil
+}
+
+// quote quotes a key or tensor name for an error message, cut to 100 bytes
+// (a malformed file may hold names of any length).
+func quote(s string) string {
+	const limit = 100
+	if len(s) > limit {
+		return strconv.Quote(s[:limit]) + fmt.Sprintf("... (%d bytes)", len(s))
+	}
+	return strconv.Quote(s)
 }
 
 func bits32Swapped(v uint32) uint32 {

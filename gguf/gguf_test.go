@@ -357,6 +357,7 @@ func TestOpenMalformed(t *testing.T) {
 			}
 			s.kvs[15].val = e.u32(uint32(TypeUint8)).u64(0)
 		}, is: ErrMalformed, msg: []string{"nested more than"}},
+		{name: "long duplicate key", mutate: func(s *spec) { s.kvs[1].key = strings.Repeat("k", 1000); s.kvs[2].key = s.kvs[1].key }, is: ErrMalformed, msg: []string{`kkk"... (1000 bytes) appears twice`}},
 		{name: "duplicate key", mutate: func(s *spec) { s.kvs[2].key = "u8" }, is: ErrMalformed, msg: []string{`"u8" appears twice`}},
 		{name: "alignment not uint32", mutate: func(s *spec) {
 			s.kvs = append(s.kvs, kv{AlignmentKey, uint32(TypeUint64), enc(nil).u64(32)})
