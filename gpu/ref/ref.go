@@ -2,6 +2,10 @@
 //
 // It favours clarity and accuracy over speed (float64 accumulation, no
 // threads) and defines the exact semantics the fast backends must match.
+//
+// It also holds the reference dequantizers of the ggml tensor types that
+// GGUF files store (Dequantize, quant.go): the specification, bit-exact
+// against gguf-py and ggml, that the quantized kernels are tested against.
 package ref
 
 import (

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package safetensors
+package mmap
 
 import (
 	"fmt"
@@ -8,10 +8,10 @@ import (
 	"os"
 )
 
-// mapFile reads the whole file into memory on platforms without syscall.Mmap.
+// Map reads the whole file into memory on platforms without syscall.Mmap.
 // The release function only drops the reference.
-func mapFile(f *os.File, size int64) ([]byte, func() error, error) {
-	if int64(int(size)) != size {
+func Map(f *os.File, size int64) ([]byte, func() error, error) {
+	if size < 0 || int64(int(size)) != size {
 		return nil, nil, fmt.Errorf("file of %d bytes is too large to read", size)
 	}
 	b := make([]byte, size)
@@ -21,5 +21,5 @@ func mapFile(f *os.File, size int64) ([]byte, func() error, error) {
 	return b, func() error { return nil }, nil
 }
 
-// dropPages does nothing where the file was read into memory.
-func dropPages([]byte) {}
+// DropPages does nothing where the file was read into memory.
+func DropPages([]byte) {}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package safetensors
+package mmap
 
 import (
 	"fmt"
@@ -11,13 +11,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mapFile maps size bytes of f read-only. The returned release function
-// unmaps them; the slice must not be used afterwards.
-func mapFile(f *os.File, size int64) ([]byte, func() error, error) {
+// Map maps size bytes of f read-only. The returned release function unmaps
+// them; the slice must not be used afterwards. A zero size maps nothing and
+// returns a nil slice.
+func Map(f *os.File, size int64) ([]byte, func() error, error) {
 	if size == 0 {
 		return nil, func() error { return nil }, nil
 	}
-	if int64(int(size)) != size {
+	if size < 0 || int64(int(size)) != size {
 		return nil, nil, fmt.Errorf("file of %d bytes is too large to map", size)
 	}
 	b, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
@@ -27,10 +28,10 @@ func mapFile(f *os.File, size int64) ([]byte, func() error, error) {
 	return b, func() error { return syscall.Munmap(b) }, nil
 }
 
-// dropPages tells the kernel the mapped pages wholly inside b are not needed
+// DropPages tells the kernel the mapped pages wholly inside b are not needed
 // for now: they leave this process's resident set and are read again (from
 // the page cache, or the disk) if touched later.
-func dropPages(b []byte) {
+func DropPages(b []byte) {
 	ps := uintptr(os.Getpagesize())
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	lo := (ps - p%ps) % ps
