@@ -67,6 +67,10 @@ type TensorInfo struct {
 	Offset uint64
 	// Size is the number of bytes of data.
 	Size int64
+	// Part is the index of the file of a split set that holds the data (0
+	// for the first part, or a file that is not split); Offset is from
+	// the start of that part's data section.
+	Part int
 }
 
 // Elements is the number of elements, the product of Dims (1 for no dims).
@@ -116,12 +120,31 @@ type File struct {
 	data    []byte // the whole file
 	release func() error
 	closed  bool
+	// parts are the other files of a split set (OpenSplit), in order.
+	parts []*File
 }
 
 // Open memory-maps and parses the GGUF file at path. Every structural check
 // happens here: a file that opens has in-range, aligned data for every tensor
 // of a known type.
+//
+// The first file of a split set (llama.cpp's gguf-split: NAME-00001-of-0000N.gguf,
+// whose metadata says split.count) opens the whole set: the metadata is the
+// first file's, the tensors are every part's. Any other part is refused,
+// naming the first.
 func Open(path string) (*File, error) {
+	f, err := openOne(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.openParts(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func openOne(path string) (*File, error) {
 	osf, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
@@ -147,12 +170,26 @@ func Open(path string) (*File, error) {
 	return f, nil
 }
 
-// Close unmaps the file. Tensor data handed out before becomes invalid.
+// Close unmaps the file (every part of a split set). Tensor data handed out
+// before becomes invalid.
 func (f *File) Close() error {
 	if f.closed {
 		return nil
 	}
 	f.closed = true
+	var first error
+	for _, p := range f.parts {
+		if err := p.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := f.closeOne(); err != nil {
+		return err
+	}
+	return first
+}
+
+func (f *File) closeOne() error {
 	f.data = nil
 	if f.release == nil {
 		return nil
@@ -223,8 +260,12 @@ func (f *File) TensorData(name string) ([]byte, error) {
 		return nil, fmt.Errorf("gguf: %s: tensor %q: file is closed", f.Path, name)
 	}
 	t := f.tensors[i]
-	start := f.DataOffset + int64(t.Offset)
-	return f.data[start : start+t.Size : start+t.Size], nil
+	part := f
+	if t.Part > 0 {
+		part = f.parts[t.Part-1]
+	}
+	start := part.DataOffset + int64(t.Offset)
+	return part.data[start : start+t.Size : start+t.Size], nil
 }
 
 // parse reads the header, metadata and tensor infos of a whole file held in

@@ -2,6 +2,8 @@ package gguf
 
 import (
 	"bytes"
+	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -153,5 +155,124 @@ func TestWriteFixtures(t *testing.T) {
 			defer f.Close()
 			sameFile(t, f, rewrite(t, f, t.TempDir(), 0))
 		})
+	}
+}
+
+// TestSplitSet: a file split in three parts as gguf-split writes them (every
+// part with split.no / split.count, the first with the metadata) opens from
+// its first part with every tensor; other parts and broken sets are
+// refused with errors that say what to do.
+func TestSplitSet(t *testing.T) {
+	src, err := open(t, validSpec().build())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	infos := src.Tensors()
+	if len(infos) < 2 {
+		t.Fatalf("the valid spec has %d tensors; the test needs 2", len(infos))
+	}
+	// parts[i]: the tensors of part i (the first two parts one tensor each,
+	// the last the rest).
+	write := func(dir string, n int, mutate func(i int, kvs []KV) []KV) string {
+		var first string
+		for i := range n {
+			kvs := []KV{{SplitNoKey, Uint16Value(uint16(i))}, {SplitCountKey, Uint16Value(uint16(n))}, {SplitTensorsKey, Int32Value(int32(len(infos)))}}
+			if i == 0 {
+				for _, kv := range src.KVs() {
+					if kv.Key != AlignmentKey {
+						kvs = append(kvs, kv)
+					}
+				}
+			}
+			if mutate != nil {
+				kvs = mutate(i, kvs)
+			}
+			var ts []WriteTensor
+			for j, info := range infos {
+				if min(j, n-1) != i {
+					continue
+				}
+				data, _ := src.TensorData(info.Name)
+				ts = append(ts, WriteTensor{Name: info.Name, Dims: info.Dims, Type: info.Type, Data: data})
+			}
+			path := filepath.Join(dir, fmt.Sprintf("m-%05d-of-%05d.gguf", i+1, n))
+			if err := WriteFile(path, kvs, ts, 0); err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				first = path
+			}
+		}
+		return first
+	}
+	n := min(3, len(infos))
+	dir := t.TempDir()
+	first := write(dir, n, nil)
+	f, err := Open(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(f.Tensors()); got != len(infos) {
+		t.Fatalf("%d tensors, want %d", got, len(infos))
+	}
+	for _, info := range infos {
+		want, _ := src.TensorData(info.Name)
+		got, err := f.TensorData(info.Name)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("tensor %q: %v, data equal %v", info.Name, err, bytes.Equal(got, want))
+		}
+	}
+	if v, _ := f.String("general.name"); v == "" && src.Has("general.name") {
+		t.Errorf("the first part's metadata is not the set's")
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	second := filepath.Join(dir, fmt.Sprintf("m-%05d-of-%05d.gguf", 2, n))
+	if _, err := Open(second); err == nil || !strings.Contains(err.Error(), "open "+filepath.Join(dir, fmt.Sprintf("m-00001-of-%05d.gguf", n))) {
+		t.Errorf("opening part 2: %v, want an error naming the first part", err)
+	}
+	// Broken sets.
+	for _, tc := range []struct {
+		name   string
+		mutate func(i int, kvs []KV) []KV
+		remove int // part to delete (0: none)
+		want   string
+	}{
+		{"missing part", nil, n, "no such file"},
+		{"wrong part number", func(i int, kvs []KV) []KV {
+			if i == 1 {
+				kvs[0].Value = Uint16Value(0)
+			}
+			return kvs
+		}, 0, "says it is part 1 of"},
+		{"wrong tensor count", func(i int, kvs []KV) []KV {
+			kvs[2].Value = Int32Value(99)
+			return kvs
+		}, 0, "split.tensors.count = 99"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			first := write(dir, n, tc.mutate)
+			if tc.remove > 0 {
+				os.Remove(filepath.Join(dir, fmt.Sprintf("m-%05d-of-%05d.gguf", tc.remove, n)))
+			}
+			f, err := Open(first)
+			if err == nil {
+				f.Close()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one saying %q", err, tc.want)
+			}
+		})
+	}
+	// A first part not named as one cannot find the others.
+	renamed := filepath.Join(t.TempDir(), "model.gguf")
+	data, _ := os.ReadFile(first)
+	os.WriteFile(renamed, data, 0o644)
+	if _, err := Open(renamed); err == nil || !strings.Contains(err.Error(), "not named NAME-00001-of-") {
+		t.Errorf("a renamed first part: %v", err)
 	}
 }
