@@ -50,4 +50,14 @@
 //
 // The byte sizes of all types, block sizes and type ids are ggml's (ggml.h,
 // gguf-py's GGML_QUANT_SIZES); GGMLType.String spells ggml's type names.
+//
+// # Split sets and writing
+//
+// llama.cpp's gguf-split cuts a model into NAME-00001-of-0000N.gguf and its
+// siblings, each with split.no and split.count, the first with the
+// metadata. Open of the first part opens the set: one File with every
+// part's tensors (TensorInfo.Part says which file holds the data); another
+// part is refused with an error naming the first. Write and WriteFile write
+// GGUF v3 (the quantize command's output), refusing what Open would refuse;
+// llama.cpp's own files, rewritten, read back the same (TestWriteFixtures).
 package gguf
