@@ -117,3 +117,50 @@ func TestQuantizeRoundTrip(t *testing.T) {
 		t.Error("Q2_K quantized without a quantizer")
 	}
 }
+
+// TestFileTypeMixtures: every tensor of every fixture file llama-quantize
+// wrote (for the file types this package writes) gets the type Type gives.
+func TestFileTypeMixtures(t *testing.T) {
+	dir := fixtures.Path(t, "gguf")
+	for _, family := range []string{"llama", "qwen3"} {
+		for _, ft := range []FileType{"f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k_m", "q5_k_m", "q6_k"} {
+			name := fmt.Sprintf("%s/%s-%s.gguf", family, family, ft)
+			t.Run(name, func(t *testing.T) {
+				f, err := gguf.Open(filepath.Join(dir, name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				if got, err := f.Uint32(gguf.FileTypeKey); err != nil || got != ft.GeneralFileType() {
+					t.Errorf("general.file_type %d (%v), GeneralFileType %d", got, err, ft.GeneralFileType())
+				}
+				layers, _ := f.Int(family + ".block_count")
+				heads, _ := f.Int(family + ".attention.head_count")
+				kv, _ := f.Int(family + ".attention.head_count_kv")
+				_, hasOutput := f.Tensor("output.weight")
+				for _, info := range f.Tensors() {
+					got := ft.Type(info.Name, info.RowLen(), len(info.Dims), !hasOutput, Model{Layers: layers, GQA: heads / kv})
+					if got != info.Type {
+						t.Errorf("%s: Type says %v, llama-quantize wrote %v", info.Name, got, info.Type)
+					}
+				}
+			})
+		}
+	}
+	if ft, err := ParseFileType("Q4_K_M"); err != nil || ft != "q4_k_m" {
+		t.Errorf("ParseFileType(Q4_K_M) = %q, %v", ft, err)
+	}
+	if _, err := ParseFileType("q3_k_m"); err == nil {
+		t.Error("q3_k_m parsed")
+	}
+	// Rows that are not whole super-blocks (SmolLM2's 576) fall back.
+	for _, tc := range []struct {
+		ft   FileType
+		cols int64
+		want gguf.GGMLType
+	}{{"q4_k", 576, gguf.Q5_0}, {"q5_k", 576, gguf.Q5_1}, {"q6_k", 576, gguf.Q8_0}, {"q8_0", 48, gguf.F16}, {"q4_k", 512, gguf.Q4_K}} {
+		if got := tc.ft.Type("blk.0.attn_q.weight", tc.cols, 2, false, Model{Layers: 30, GQA: 3}); got != tc.want {
+			t.Errorf("%s with rows of %d: %v, want %v", tc.ft, tc.cols, got, tc.want)
+		}
+	}
+}
