@@ -207,31 +207,7 @@ func (t *Tokenizer) build(parts map[string]json.RawMessage, cfg tokenConfig) err
 	}
 	t.needAlign = needsAlignment(t.pre)
 
-	// Added tokens: the special ones first, then the others, as the Rust
-	// AddedVocabulary orders its matching sets; normalized ones are matched
-	// on normalized text, in their normalized form.
-	var rawToks, normToks []AddedToken
-	var rawKeys, normKeys []string
-	seen := map[string]bool{}
-	for pass := range 2 {
-		for _, a := range t.added {
-			if a.Special != (pass == 0) || a.Content == "" || seen[a.Content] {
-				continue
-			}
-			seen[a.Content] = true
-			if a.Normalized {
-				key := a.Content
-				if t.normalizer != nil {
-					key, _ = t.normalizer.normalize(key, nil)
-				}
-				normToks, normKeys = append(normToks, a), append(normKeys, key)
-			} else {
-				rawToks, rawKeys = append(rawToks, a), append(rawKeys, a.Content)
-			}
-		}
-	}
-	t.addedRaw = newAddedMatcher(rawToks, rawKeys)
-	t.addedNorm = newAddedMatcher(normToks, normKeys)
+	t.buildAddedMatchers()
 
 	if cfg.BOS.Set {
 		if id, ok := t.TokenID(cfg.BOS.Content); ok {
@@ -253,6 +229,39 @@ func (t *Tokenizer) build(parts map[string]json.RawMessage, cfg tokenConfig) err
 	}
 	t.compilePostFast()
 	return nil
+}
+
+// buildAddedMatchers builds the matchers of the added tokens: the special
+// ones first, then the others, as the Rust AddedVocabulary orders its
+// matching sets; normalized ones are matched on normalized text, in their
+// normalized form. The split variants leave the special tokens out (their
+// text is then tokenized as any other text).
+func (t *Tokenizer) buildAddedMatchers() {
+	build := func(withSpecial bool) (raw, norm *addedMatcher) {
+		var rawToks, normToks []AddedToken
+		var rawKeys, normKeys []string
+		seen := map[string]bool{}
+		for pass := range 2 {
+			for _, a := range t.added {
+				if a.Special != (pass == 0) || a.Content == "" || seen[a.Content] || (a.Special && !withSpecial) {
+					continue
+				}
+				seen[a.Content] = true
+				if a.Normalized {
+					key := a.Content
+					if t.normalizer != nil {
+						key, _ = t.normalizer.normalize(key, nil)
+					}
+					normToks, normKeys = append(normToks, a), append(normKeys, key)
+				} else {
+					rawToks, rawKeys = append(rawToks, a), append(rawKeys, a.Content)
+				}
+			}
+		}
+		return newAddedMatcher(rawToks, rawKeys), newAddedMatcher(normToks, normKeys)
+	}
+	t.addedRaw, t.addedNorm = build(true)
+	t.splitRaw, t.splitNorm = build(false)
 }
 
 // applyTransformersTemplate installs the post-processor transformers
