@@ -3,6 +3,8 @@ package tokenizer
 import (
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -466,18 +468,21 @@ func readGGUFVocab(f *gguf.File) (*ggufVocab, error) {
 	return v, nil
 }
 
-// ggufControlTexts are the end-of-generation and fill-in-the-middle tokens
-// llama.cpp recognises by their text and makes CONTROL whatever their type.
-var ggufControlTexts = [...]string{
-	"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
-	"<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
-	"<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-	"<｜end▁of▁sentence｜>", "[e~[",
-	"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>",
-	"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>",
-	"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>",
-	"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]",
-	"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>",
+// ggufControlTexts returns the end-of-generation and fill-in-the-middle
+// tokens llama.cpp recognises by their text and makes CONTROL whatever
+// their type.
+func ggufControlTexts() []string {
+	return []string{
+		"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+		"<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+		"<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+		"<｜end▁of▁sentence｜>", "[e~[",
+		"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>",
+		"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>",
+		"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>",
+		"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]",
+		"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>",
+	}
 }
 
 // adjustGGUFAttrs applies llama.cpp's corrections of token types by text
@@ -486,7 +491,7 @@ var ggufControlTexts = [...]string{
 // makes for gpt-oss's "<|end|>" and Gemma 4's "</s>".
 func adjustGGUFAttrs(f *gguf.File, v *ggufVocab) {
 	byText := make(map[string]int, 64)
-	for _, s := range ggufControlTexts {
+	for _, s := range ggufControlTexts() {
 		byText[s] = 1
 	}
 	for _, s := range []string{"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"} {
@@ -696,3 +701,72 @@ func scoreMerges(v *ggufVocab, vocab *vocabTable) *mergeTable {
 }
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// LoadPath loads the tokenizer at path, which may be a folder holding
+// tokenizer.json (Load; it wins when present), a GGUF file (LoadGGUF), or a
+// folder without tokenizer.json that holds one GGUF model (FindGGUF).
+func LoadPath(path string, opts Options) (*Tokenizer, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	if !st.IsDir() {
+		return LoadGGUF(path, opts)
+	}
+	if _, err := os.Stat(filepath.Join(path, "tokenizer.json")); err == nil {
+		return Load(path, opts)
+	}
+	g, err := FindGGUF(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	return LoadGGUF(g, opts)
+}
+
+// shardNumber returns the shard number of a split GGUF file set's shard
+// name (llama.cpp's gguf-split: NAME-00001-of-00003.gguf), or "" when name
+// is no shard.
+func shardNumber(name string) string {
+	base, ok := strings.CutSuffix(strings.ToLower(name), ".gguf")
+	const form = "-00000-of-00000"
+	if !ok || len(base) < len(form) {
+		return ""
+	}
+	tail := base[len(base)-len(form):]
+	for i := range len(form) {
+		if (form[i] == '0') != (tail[i] >= '0' && tail[i] <= '9') || (form[i] != '0' && form[i] != tail[i]) {
+			return ""
+		}
+	}
+	return tail[1:6]
+}
+
+// FindGGUF returns the GGUF file of the model in dir: its only .gguf file,
+// or the first shard of its only split set (the shard that carries the
+// metadata). No .gguf file, or several models, is an error naming them.
+func FindGGUF(dir string) (string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	var names, firsts []string
+	for _, e := range ents {
+		n := e.Name()
+		if e.IsDir() || !strings.HasSuffix(strings.ToLower(n), ".gguf") {
+			continue
+		}
+		names = append(names, n)
+		if k := shardNumber(n); k == "" || k == "00001" {
+			firsts = append(firsts, n)
+		}
+	}
+	switch {
+	case len(names) == 0:
+		return "", fmt.Errorf("%s has no tokenizer.json and no .gguf file", dir)
+	case len(firsts) == 1:
+		return filepath.Join(dir, firsts[0]), nil
+	case len(firsts) == 0:
+		return "", fmt.Errorf("%s holds split GGUF shards but not their first one (%s)", dir, strings.Join(names, ", "))
+	}
+	return "", fmt.Errorf("%s holds several GGUF models (%s): name the file", dir, strings.Join(firsts, ", "))
+}
