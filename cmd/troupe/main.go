@@ -77,7 +77,7 @@ commands:
   tokenize     JSON lines {"text"} on stdin -> ids, tokens, byte offsets (--tokenizer DIR|FILE.gguf)
   detokenize   JSON lines {"ids"} on stdin -> text (--tokenizer DIR|FILE.gguf)
   constrain    JSON lines {"schema","texts"} on stdin -> compiled?, accepted, mask times
-               (--tokenizer DIR; the structured-output engine alone)
+               (--tokenizer DIR|FILE.gguf; the structured-output engine alone)
   render       JSON lines {"messages", ...} on stdin -> chat-template prompt (--template FILE | --model DIR)
   health       exit 0 when a server's /health is 200 (container healthchecks)
   version      print the build's version
