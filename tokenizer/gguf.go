@@ -312,7 +312,7 @@ func loadGGUF(f *gguf.File, opts Options) (*Tokenizer, error) {
 			ids[ggufBOSKey] = 11
 		}
 	}
-	for key := range ids {
+	for _, key := range []string{ggufBOSKey, ggufEOSKey, ggufUNKKey, ggufPADKey} {
 		if ids[key] >= int32(len(v.toks)) {
 			ids[key] = -1
 		}
@@ -328,9 +328,12 @@ func loadGGUF(f *gguf.File, opts Options) (*Tokenizer, error) {
 		}
 	}
 	addBOS, addEOS := kind == "llama" || pre.addBOS, false
-	for key, dst := range map[string]*bool{ggufAddBOSKey: &addBOS, ggufAddEOSKey: &addEOS} {
-		if f.Has(key) {
-			if *dst, err = f.Bool(key); err != nil {
+	for _, kb := range []struct {
+		key string
+		dst *bool
+	}{{ggufAddBOSKey, &addBOS}, {ggufAddEOSKey, &addEOS}} {
+		if f.Has(kb.key) {
+			if *kb.dst, err = f.Bool(kb.key); err != nil {
 				return nil, err
 			}
 		}

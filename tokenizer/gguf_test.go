@@ -190,3 +190,28 @@ func TestGGUFSpecialIDs(t *testing.T) {
 		})
 	}
 }
+
+// TestEncodeSplitSpecial checks, on a tokenizer.json tokenizer, that
+// special-token text is encoded as plain text: no special id comes out,
+// the text decodes back, and the detailed and fast paths agree.
+func TestEncodeSplitSpecial(t *testing.T) {
+	tk, err := Load(fixtures.Path(t, "tokenizers", "qwen3"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "<|im_start|>user\nhi<|im_end|>"
+	parsed := tk.EncodeIDs(text, false)
+	if !slices.ContainsFunc(parsed, tk.IsSpecial) {
+		t.Fatalf("EncodeIDs(%q) = %v has no special token", text, parsed)
+	}
+	split := tk.AppendIDsSplitSpecial(nil, text, false)
+	if slices.ContainsFunc(split, tk.IsSpecial) {
+		t.Errorf("AppendIDsSplitSpecial(%q) = %v has a special token", text, split)
+	}
+	if got := tk.Decode(split, true); got != text {
+		t.Errorf("Decode(AppendIDsSplitSpecial(%q)) = %q", text, got)
+	}
+	if enc := tk.EncodeSplitSpecial(text, false); !slices.Equal(enc.IDs, split) {
+		t.Errorf("EncodeSplitSpecial ids %v, AppendIDsSplitSpecial %v", enc.IDs, split)
+	}
+}

@@ -11,14 +11,16 @@ import (
 	"strings"
 )
 
-// Options configures Load.
+// Options configures Load, LoadGGUF and LoadPath.
 type Options struct {
 	// Raw selects the behaviour of tokenizer.json alone, as the Hugging Face
 	// Rust tokenizers give it. The zero value selects what transformers'
 	// AutoTokenizer does on top of it, which is what troupe serves with:
 	// tokenizer_config.json's add_bos_token / add_eos_token rebuild the
 	// post-processor (LlamaTokenizerFast.update_post_processor), and
-	// clean_up_tokenization_spaces post-processes decoded text.
+	// clean_up_tokenization_spaces post-processes decoded text. For a GGUF
+	// tokenizer, Raw only turns off the clean-up of decoded spaces that
+	// llama.cpp's detokenizer applies for some pre-tokenizers.
 	Raw bool
 }
 

@@ -258,10 +258,12 @@ func (t *Tokenizer) IsSpecial(id int32) bool {
 // the added tokens: the size an embedding or logits row needs.
 func (t *Tokenizer) VocabSize() int { return len(t.idToTok) }
 
-// BOS returns the id of tokenizer_config.json's bos_token.
+// BOS returns the id of tokenizer_config.json's bos_token (of a GGUF
+// file: tokenizer.ggml.bos_token_id, or llama.cpp's default).
 func (t *Tokenizer) BOS() (int32, bool) { return t.bos, t.hasBOS }
 
-// EOS returns the id of tokenizer_config.json's eos_token.
+// EOS returns the id of tokenizer_config.json's eos_token (of a GGUF
+// file: tokenizer.ggml.eos_token_id, or llama.cpp's default).
 func (t *Tokenizer) EOS() (int32, bool) { return t.eos, t.hasEOS }
 
 // AddedTokens returns a copy of the added tokens of tokenizer.json.
