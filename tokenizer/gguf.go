@@ -247,6 +247,31 @@ func GGUFChatTemplate(f *gguf.File) (string, error) {
 	return s, nil
 }
 
+// GGUFNamedChatTemplates returns the extra chat templates a GGUF file
+// carries besides the default one (GGUFChatTemplate): the names listed
+// under tokenizer.chat_templates, each stored under
+// tokenizer.chat_template.<name> ("tool_use", "rag", ...). A file without
+// them gives an empty map; a listed name without its template, or a value
+// of the wrong type, is an error.
+func GGUFNamedChatTemplates(f *gguf.File) (map[string]string, error) {
+	out := map[string]string{}
+	if !f.Has(GGUFChatTemplateKey + "s") {
+		return out, nil
+	}
+	names, err := f.Strings(GGUFChatTemplateKey + "s")
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	for _, n := range names {
+		s, err := f.String(GGUFChatTemplateKey + "." + n)
+		if err != nil {
+			return nil, fmt.Errorf("tokenizer: chat template %q: %w", n, err)
+		}
+		out[n] = s
+	}
+	return out, nil
+}
+
 // ggufVocab is the token table of a file.
 type ggufVocab struct {
 	toks   []string

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/troupe-ai/troupe/gguf"
 )
 
 // ggufKV is one metadata entry for writeGGUF: a string, bool, uint32,
@@ -290,5 +292,39 @@ func TestLoadPath(t *testing.T) {
 	}
 	if _, err := LoadPath(filepath.Join(dir, "missing"), Options{}); err == nil {
 		t.Error("LoadPath of a missing path: no error")
+	}
+}
+
+func TestGGUFChatTemplates(t *testing.T) {
+	open := func(kvs ...ggufKV) *gguf.File {
+		f, err := gguf.Open(writeGGUF(t, kvs...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	f := open(ggufKV{GGUFChatTemplateKey, "{{ messages }}"},
+		ggufKV{"tokenizer.chat_templates", []string{"tool_use"}},
+		ggufKV{"tokenizer.chat_template.tool_use", "{{ tools }}"})
+	if s, err := GGUFChatTemplate(f); err != nil || s != "{{ messages }}" {
+		t.Errorf("GGUFChatTemplate = %q, %v", s, err)
+	}
+	if m, err := GGUFNamedChatTemplates(f); err != nil || len(m) != 1 || m["tool_use"] != "{{ tools }}" {
+		t.Errorf("GGUFNamedChatTemplates = %v, %v", m, err)
+	}
+	none := open(ggufKV{GGUFModelKey, "llama"})
+	if s, err := GGUFChatTemplate(none); err != nil || s != "" {
+		t.Errorf("GGUFChatTemplate without one = %q, %v", s, err)
+	}
+	if m, err := GGUFNamedChatTemplates(none); err != nil || len(m) != 0 {
+		t.Errorf("GGUFNamedChatTemplates without any = %v, %v", m, err)
+	}
+	bad := open(ggufKV{GGUFChatTemplateKey, uint32(3)}, ggufKV{"tokenizer.chat_templates", []string{"rag"}})
+	if _, err := GGUFChatTemplate(bad); err == nil || !strings.Contains(err.Error(), GGUFChatTemplateKey) {
+		t.Errorf("GGUFChatTemplate of a number: %v", err)
+	}
+	if _, err := GGUFNamedChatTemplates(bad); err == nil || !strings.Contains(err.Error(), `"rag"`) {
+		t.Errorf("GGUFNamedChatTemplates with a missing template: %v", err)
 	}
 }
