@@ -307,7 +307,7 @@ func loadGGUF(f *gguf.File, opts Options) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	adjustGGUFAttrs(f, v)
+	adjustGGUFAttrs(v)
 
 	// The vocabulary, with llama.cpp's rule for duplicates (an error).
 	var vb vocabBuilder
@@ -517,7 +517,7 @@ func ggufControlTexts() []string {
 // (llama_vocab::impl::load): end-of-generation and FIM tokens become
 // CONTROL, gpt-oss's channel tokens USER_DEFINED, and the two exceptions it
 // makes for gpt-oss's "<|end|>" and Gemma 4's "</s>".
-func adjustGGUFAttrs(f *gguf.File, v *ggufVocab) {
+func adjustGGUFAttrs(v *ggufVocab) {
 	byText := make(map[string]int, 64)
 	for _, s := range ggufControlTexts() {
 		byText[s] = 1

@@ -328,3 +328,48 @@ func TestGGUFChatTemplates(t *testing.T) {
 		t.Errorf("GGUFNamedChatTemplates with a missing template: %v", err)
 	}
 }
+
+// TestGGUFTokenTypeFixups checks llama.cpp's corrections of token types by
+// text: an end-of-turn token stored as NORMAL is still a special token,
+// gpt-oss's "<|channel|>" is matched but not special, and with "<|return|>"
+// and "<|call|>" present "<|end|>" is no longer special.
+func TestGGUFTokenTypeFixups(t *testing.T) {
+	toks := append(byteLevelAlphabet(), "<|im_end|>", "<|channel|>", "<|end|>", "<|return|>", "<|call|>")
+	types := make([]int32, len(toks))
+	for i := range types {
+		types[i] = 1
+	}
+	n := int32(len(toks))
+	types[n-4] = 3 // <|channel|> stored as CONTROL
+	types[n-3] = 3 // <|end|>
+	tk, err := LoadGGUF(writeGGUF(t,
+		ggufKV{GGUFModelKey, "gpt2"}, ggufKV{GGUFPreKey, "gpt-4o"},
+		ggufKV{ggufTokensKey, toks}, ggufKV{ggufTypesKey, types}, ggufKV{ggufMergesKey, []string{"a b"}},
+	), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		id            int32
+		special       bool
+		matchedAsText bool // matched in text even with split_special_tokens
+	}{
+		{n - 5, true, false}, // <|im_end|>: NORMAL in the file, CONTROL by its text
+		{n - 4, false, true}, // <|channel|>: USER_DEFINED
+		{n - 3, false, true}, // <|end|>: USER_DEFINED next to <|return|> and <|call|>
+		{n - 2, true, false}, // <|return|>
+	}
+	for _, tc := range tests {
+		tok, _ := tk.IDToken(tc.id)
+		if tk.IsSpecial(tc.id) != tc.special {
+			t.Errorf("%s: IsSpecial = %v, want %v", tok, !tc.special, tc.special)
+		}
+		if got := tk.EncodeIDs(tok, false); !slices.Equal(got, []int32{tc.id}) {
+			t.Errorf("%s: EncodeIDs = %v, want [%d]", tok, got, tc.id)
+		}
+		got := tk.AppendIDsSplitSpecial(nil, tok, false)
+		if matched := slices.Equal(got, []int32{tc.id}); matched != tc.matchedAsText {
+			t.Errorf("%s: AppendIDsSplitSpecial = %v; matched %v, want %v", tok, got, matched, tc.matchedAsText)
+		}
+	}
+}
