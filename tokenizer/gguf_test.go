@@ -215,3 +215,20 @@ func TestEncodeSplitSpecial(t *testing.T) {
 		t.Errorf("EncodeSplitSpecial ids %v, AppendIDsSplitSpecial %v", enc.IDs, split)
 	}
 }
+
+// BenchmarkLoadGGUF measures building the tokenizer of the fixtures'
+// byte-level BPE file (49,152 tokens, 48,893 merges).
+func BenchmarkLoadGGUF(b *testing.B) {
+	path := fixtures.Path(b, "gguf", "tokenizer", "bpe-tokenizer-q4_0.gguf")
+	f, err := gguf.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := LoadGGUFFile(f, Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
