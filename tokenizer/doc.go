@@ -73,6 +73,24 @@
 // clean_up_tokenization_spaces post-processes decoded text (" ." -> ".",
 // " n't" -> "n't", ...), also when streaming.
 //
+// # GGUF files
+//
+// LoadGGUF (and LoadGGUFFile, LoadPath) builds the same Tokenizer from a
+// GGUF file's tokenizer.ggml.* metadata, encoding as llama.cpp's
+// llama_tokenize does, with the same machinery: tokenizer.ggml.model "gpt2"
+// is byte-level BPE over tokenizer.ggml.merges after the pre-tokenizer
+// regexes tokenizer.ggml.pre names (llama.cpp's table, GGUFPreTokenizers,
+// with the Hugging Face originals of the regexes llama.cpp rewrote);
+// "llama" is SentencePiece-style BPE whose merges are derived from
+// tokenizer.ggml.scores (a pair merges when its concatenation is a token;
+// the highest score first and, on equal scores, the leftmost pair, as in
+// llama.cpp's llm_tokenizer_spm), with <0xNN> byte fallback and a "▁"
+// prepended to every text segment. CONTROL, USER_DEFINED and UNKNOWN
+// tokens are added tokens (the first and last special). The parity suite
+// compares every case of the GGUF fixtures with llama-tokenize, with and
+// without special-token parsing (EncodeSplitSpecial). GGUFChatTemplate
+// reads tokenizer.chat_template.
+//
 // # Input text
 //
 // Go strings may hold invalid UTF-8; each invalid byte is replaced by

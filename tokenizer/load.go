@@ -11,14 +11,16 @@ import (
 	"strings"
 )
 
-// Options configures Load.
+// Options configures Load, LoadGGUF and LoadPath.
 type Options struct {
 	// Raw selects the behaviour of tokenizer.json alone, as the Hugging Face
 	// Rust tokenizers give it. The zero value selects what transformers'
 	// AutoTokenizer does on top of it, which is what troupe serves with:
 	// tokenizer_config.json's add_bos_token / add_eos_token rebuild the
 	// post-processor (LlamaTokenizerFast.update_post_processor), and
-	// clean_up_tokenization_spaces post-processes decoded text.
+	// clean_up_tokenization_spaces post-processes decoded text. For a GGUF
+	// tokenizer, Raw only turns off the clean-up of decoded spaces that
+	// llama.cpp's detokenizer applies for some pre-tokenizers.
 	Raw bool
 }
 
@@ -207,31 +209,7 @@ func (t *Tokenizer) build(parts map[string]json.RawMessage, cfg tokenConfig) err
 	}
 	t.needAlign = needsAlignment(t.pre)
 
-	// Added tokens: the special ones first, then the others, as the Rust
-	// AddedVocabulary orders its matching sets; normalized ones are matched
-	// on normalized text, in their normalized form.
-	var rawToks, normToks []AddedToken
-	var rawKeys, normKeys []string
-	seen := map[string]bool{}
-	for pass := range 2 {
-		for _, a := range t.added {
-			if a.Special != (pass == 0) || a.Content == "" || seen[a.Content] {
-				continue
-			}
-			seen[a.Content] = true
-			if a.Normalized {
-				key := a.Content
-				if t.normalizer != nil {
-					key, _ = t.normalizer.normalize(key, nil)
-				}
-				normToks, normKeys = append(normToks, a), append(normKeys, key)
-			} else {
-				rawToks, rawKeys = append(rawToks, a), append(rawKeys, a.Content)
-			}
-		}
-	}
-	t.addedRaw = newAddedMatcher(rawToks, rawKeys)
-	t.addedNorm = newAddedMatcher(normToks, normKeys)
+	t.buildAddedMatchers()
 
 	if cfg.BOS.Set {
 		if id, ok := t.TokenID(cfg.BOS.Content); ok {
@@ -253,6 +231,39 @@ func (t *Tokenizer) build(parts map[string]json.RawMessage, cfg tokenConfig) err
 	}
 	t.compilePostFast()
 	return nil
+}
+
+// buildAddedMatchers builds the matchers of the added tokens: the special
+// ones first, then the others, as the Rust AddedVocabulary orders its
+// matching sets; normalized ones are matched on normalized text, in their
+// normalized form. The split variants leave the special tokens out (their
+// text is then tokenized as any other text).
+func (t *Tokenizer) buildAddedMatchers() {
+	build := func(withSpecial bool) (raw, norm *addedMatcher) {
+		var rawToks, normToks []AddedToken
+		var rawKeys, normKeys []string
+		seen := map[string]bool{}
+		for pass := range 2 {
+			for _, a := range t.added {
+				if a.Special != (pass == 0) || a.Content == "" || seen[a.Content] || (a.Special && !withSpecial) {
+					continue
+				}
+				seen[a.Content] = true
+				if a.Normalized {
+					key := a.Content
+					if t.normalizer != nil {
+						key, _ = t.normalizer.normalize(key, nil)
+					}
+					normToks, normKeys = append(normToks, a), append(normKeys, key)
+				} else {
+					rawToks, rawKeys = append(rawToks, a), append(rawKeys, a.Content)
+				}
+			}
+		}
+		return newAddedMatcher(rawToks, rawKeys), newAddedMatcher(normToks, normKeys)
+	}
+	t.addedRaw, t.addedNorm = build(true)
+	t.splitRaw, t.splitNorm = build(false)
 }
 
 // applyTransformersTemplate installs the post-processor transformers

@@ -18,6 +18,8 @@ type Tokenizer struct {
 	added      []AddedToken
 	addedRaw   *addedMatcher // added tokens matched on the input as given
 	addedNorm  *addedMatcher // added tokens matched on normalized text
+	splitRaw   *addedMatcher // addedRaw without the special tokens
+	splitNorm  *addedMatcher // addedNorm without the special tokens
 
 	idToTok        []string
 	hasTok         []bool
@@ -65,7 +67,18 @@ func (t *Tokenizer) scratch() *scratch {
 // add_special_tokens=True does.
 func (t *Tokenizer) Encode(text string, addSpecial bool) Encoding {
 	e := encBuf{details: true}
-	t.encode(text, addSpecial, &e)
+	t.encode(text, addSpecial, false, &e)
+	return Encoding{IDs: e.ids, Tokens: e.toks, Offsets: e.offs, SpecialMask: e.mask}
+}
+
+// EncodeSplitSpecial is Encode with the text of special tokens tokenized as
+// plain text: "<|im_start|>" in the input is never the special token
+// (transformers' split_special_tokens=True, llama.cpp's parse_special=false,
+// llama-tokenize --no-parse-special). Added tokens that are not special
+// are still matched. Use it for text that must not inject control tokens.
+func (t *Tokenizer) EncodeSplitSpecial(text string, addSpecial bool) Encoding {
+	e := encBuf{details: true}
+	t.encode(text, addSpecial, true, &e)
 	return Encoding{IDs: e.ids, Tokens: e.toks, Offsets: e.offs, SpecialMask: e.mask}
 }
 
@@ -77,33 +90,48 @@ func (t *Tokenizer) EncodeIDs(text string, addSpecial bool) []int32 {
 
 // AppendIDs appends the ids of text to dst and returns the extended slice.
 func (t *Tokenizer) AppendIDs(dst []int32, text string, addSpecial bool) []int32 {
+	return t.appendIDs(dst, text, addSpecial, false)
+}
+
+// AppendIDsSplitSpecial is AppendIDs with special tokens' text tokenized as
+// plain text (see EncodeSplitSpecial).
+func (t *Tokenizer) AppendIDsSplitSpecial(dst []int32, text string, addSpecial bool) []int32 {
+	return t.appendIDs(dst, text, addSpecial, true)
+}
+
+func (t *Tokenizer) appendIDs(dst []int32, text string, addSpecial, split bool) []int32 {
 	if !t.postSimple {
 		e := encBuf{}
-		t.encode(text, addSpecial, &e)
+		t.encode(text, addSpecial, split, &e)
 		return append(dst, e.ids...)
 	}
 	if addSpecial {
 		dst = append(dst, t.postPre...)
 	}
 	e := encBuf{ids: dst}
-	t.encodeSeq(text, &e)
+	t.encodeSeq(text, split, &e)
 	if addSpecial {
 		e.ids = append(e.ids, t.postSuf...)
 	}
 	return e.ids
 }
 
-func (t *Tokenizer) encode(text string, addSpecial bool, e *encBuf) {
-	t.encodeSeq(text, e)
+func (t *Tokenizer) encode(text string, addSpecial, split bool, e *encBuf) {
+	t.encodeSeq(text, split, e)
 	if t.post != nil {
 		t.post.process(e, addSpecial)
 	}
 }
 
 // encodeSeq runs everything before the post-processor: added tokens,
-// normalizer, pre-tokenizer, model.
-func (t *Tokenizer) encodeSeq(text string, e *encBuf) {
+// normalizer, pre-tokenizer, model. With split, special added tokens are
+// not matched.
+func (t *Tokenizer) encodeSeq(text string, split bool, e *encBuf) {
 	text = validUTF8(text)
+	addedRaw, addedNorm := t.addedRaw, t.addedNorm
+	if split {
+		addedRaw, addedNorm = t.splitRaw, t.splitNorm
+	}
 	track := e.details || t.needAlign
 	sc := t.scratch()
 	defer t.pool.Put(sc)
@@ -153,17 +181,17 @@ func (t *Tokenizer) encodeSeq(text string, e *encBuf) {
 		if t.normalizer != nil {
 			ns, nal = t.normalizer.normalize(seg, al)
 		}
-		if t.addedNorm.empty() {
+		if addedNorm.empty() {
 			textPiece(piece{text: ns, al: nal})
 			return
 		}
 		p := piece{text: ns, al: nal}
-		for _, sp := range t.addedNorm.find(ns, nil) {
+		for _, sp := range addedNorm.find(ns, nil) {
 			if sp.tok < 0 {
 				textPiece(p.sub(sp.s, sp.e))
 				continue
 			}
-			a := t.addedNorm.toks[sp.tok]
+			a := addedNorm.toks[sp.tok]
 			var o [2]int
 			if nal != nil {
 				o = [2]int{int(nal[sp.s].s), int(nal[sp.e-1].e)}
@@ -171,16 +199,16 @@ func (t *Tokenizer) encodeSeq(text string, e *encBuf) {
 			e.add(a.ID, ns[sp.s:sp.e], o[0], o[1], false)
 		}
 	}
-	if t.addedRaw.empty() {
+	if addedRaw.empty() {
 		segment(text, 0)
 		return
 	}
-	for _, sp := range t.addedRaw.find(text, nil) {
+	for _, sp := range addedRaw.find(text, nil) {
 		if sp.tok < 0 {
 			segment(text[sp.s:sp.e], sp.s)
 			continue
 		}
-		e.add(t.addedRaw.toks[sp.tok].ID, text[sp.s:sp.e], sp.s, sp.e, false)
+		e.add(addedRaw.toks[sp.tok].ID, text[sp.s:sp.e], sp.s, sp.e, false)
 	}
 }
 
@@ -230,10 +258,12 @@ func (t *Tokenizer) IsSpecial(id int32) bool {
 // the added tokens: the size an embedding or logits row needs.
 func (t *Tokenizer) VocabSize() int { return len(t.idToTok) }
 
-// BOS returns the id of tokenizer_config.json's bos_token.
+// BOS returns the id of tokenizer_config.json's bos_token (of a GGUF
+// file: tokenizer.ggml.bos_token_id, or llama.cpp's default).
 func (t *Tokenizer) BOS() (int32, bool) { return t.bos, t.hasBOS }
 
-// EOS returns the id of tokenizer_config.json's eos_token.
+// EOS returns the id of tokenizer_config.json's eos_token (of a GGUF
+// file: tokenizer.ggml.eos_token_id, or llama.cpp's default).
 func (t *Tokenizer) EOS() (int32, bool) { return t.eos, t.hasEOS }
 
 // AddedTokens returns a copy of the added tokens of tokenizer.json.

@@ -74,10 +74,10 @@ commands:
   bench        load-test a running server with streamed chat requests
   generate     generate tokens from a prompt (built-in demo model without --model)
   model init   write a random-weight checkpoint in the Hugging Face layout
-  tokenize     JSON lines {"text"} on stdin -> ids, tokens, byte offsets (--tokenizer DIR)
-  detokenize   JSON lines {"ids"} on stdin -> text (--tokenizer DIR)
+  tokenize     JSON lines {"text"} on stdin -> ids, tokens, byte offsets (--tokenizer DIR|FILE.gguf)
+  detokenize   JSON lines {"ids"} on stdin -> text (--tokenizer DIR|FILE.gguf)
   constrain    JSON lines {"schema","texts"} on stdin -> compiled?, accepted, mask times
-               (--tokenizer DIR; the structured-output engine alone)
+               (--tokenizer DIR|FILE.gguf; the structured-output engine alone)
   render       JSON lines {"messages", ...} on stdin -> chat-template prompt (--template FILE | --model DIR)
   health       exit 0 when a server's /health is 200 (container healthchecks)
   version      print the build's version

@@ -17,6 +17,10 @@ import (
 type tokenizeRequest struct {
 	Text             *string `json:"text"`
 	AddSpecialTokens *bool   `json:"add_special_tokens"`
+	// SplitSpecialTokens tokenizes special-token text as plain text
+	// (transformers' split_special_tokens, llama-tokenize
+	// --no-parse-special).
+	SplitSpecialTokens bool `json:"split_special_tokens"`
 }
 
 type tokenizeResponse struct {
@@ -39,8 +43,9 @@ type errorResponse struct {
 	Error string `json:"error"`
 }
 
-// cmdTokenize reads JSON lines {"text": ..., "add_special_tokens": ...}
-// and writes one JSON line of ids, tokens and byte offsets per input line.
+// cmdTokenize reads JSON lines {"text": ..., "add_special_tokens": ...,
+// "split_special_tokens": ...} and writes one JSON line of ids, tokens and
+// byte offsets per input line.
 func cmdTokenize(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	tk, err := loadTokenizerFlags("tokenize", args, stderr)
 	if err != nil {
@@ -56,6 +61,9 @@ func cmdTokenize(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		}
 		add := req.AddSpecialTokens == nil || *req.AddSpecialTokens
 		enc := tk.Encode(*req.Text, add)
+		if req.SplitSpecialTokens {
+			enc = tk.EncodeSplitSpecial(*req.Text, add)
+		}
 		resp := tokenizeResponse{IDs: enc.IDs, Tokens: enc.Tokens, Offsets: enc.Offsets}
 		if resp.IDs == nil {
 			resp.IDs, resp.Tokens, resp.Offsets = []int32{}, []string{}, [][2]int{}
@@ -86,10 +94,10 @@ func cmdDetokenize(ctx context.Context, args []string, stdin io.Reader, stdout, 
 func loadTokenizerFlags(name string, args []string, stderr io.Writer) (*tokenizer.Tokenizer, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("tokenizer", "", "folder holding tokenizer.json (and optionally tokenizer_config.json); a model folder works")
-	raw := fs.Bool("raw", false, "tokenizer.json behaviour only (no add_bos_token / clean_up_tokenization_spaces from tokenizer_config.json)")
+	dir := fs.String("tokenizer", "", "folder holding tokenizer.json (and optionally tokenizer_config.json), a GGUF file, or a folder holding one GGUF model (tokenizer.json wins); a model folder works")
+	raw := fs.Bool("raw", false, "tokenizer.json behaviour only (no add_bos_token / clean_up_tokenization_spaces from tokenizer_config.json; for GGUF no clean-up of decoded spaces)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: troupe %s --tokenizer DIR [--raw] < requests.jsonl\n", name)
+		fmt.Fprintf(stderr, "usage: troupe %s --tokenizer DIR|FILE.gguf [--raw] < requests.jsonl\n", name)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -99,9 +107,9 @@ func loadTokenizerFlags(name string, args []string, stderr io.Writer) (*tokenize
 		return nil, fmt.Errorf("%s: unexpected argument %q", name, fs.Arg(0))
 	}
 	if *dir == "" {
-		return nil, fmt.Errorf("%s: --tokenizer DIR is required", name)
+		return nil, fmt.Errorf("%s: --tokenizer DIR or FILE.gguf is required", name)
 	}
-	tk, err := tokenizer.Load(*dir, tokenizer.Options{Raw: *raw})
+	tk, err := tokenizer.LoadPath(*dir, tokenizer.Options{Raw: *raw})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -134,5 +136,57 @@ func TestTokenizeCLIErrors(t *testing.T) {
 	}
 	if _, err := runCLI(t, "tokenize", "--tokenizer"); err == nil {
 		t.Fatal("flag without value accepted")
+	}
+}
+
+// TestTokenizeCLIGGUF runs tokenize and detokenize on the tokenizers of
+// GGUF files (a file, and a folder holding one), with the ids llama.cpp's
+// llama-tokenize gives (the fixtures' tokenizer/cases.json).
+func TestTokenizeCLIGGUF(t *testing.T) {
+	bpe := fixtures.Path(t, "gguf", "tokenizer", "bpe-tokenizer-q4_0.gguf")
+	spm := fixtures.Path(t, "gguf", "llama", "llama-f16.gguf")
+	dir := t.TempDir() // a folder holding one GGUF model and no tokenizer.json
+	if err := os.Symlink(bpe, filepath.Join(dir, "model.gguf")); err != nil {
+		t.Fatal(err)
+	}
+	chat := `{"text": "<|im_start|>user\nhi<|im_end|>"}`
+	chatPlain := `{"text": "<|im_start|>user\nhi<|im_end|>", "split_special_tokens": true}`
+	tests := []struct {
+		name  string
+		path  string
+		input string
+		want  [][]int32
+	}{
+		{"bpe file: specials parsed, and not", bpe, chat + "\n" + chatPlain + "\n",
+			[][]int32{{49150, 872, 198, 6023, 49151}, {27, 91, 318, 4906, 91, 29, 872, 198, 6023, 27, 91, 318, 6213, 91, 29}}},
+		{"folder with one gguf", dir, `{"text": "Hello world"}` + "\n", [][]int32{{9707, 1879}}},
+		{"spm file adds BOS", spm, `{"text": "</s> after end"}` + "\n" + `{"text": "</s> after end", "split_special_tokens": true}` + "\n",
+			[][]int32{{1, 2, 410, 261, 431, 413, 285, 344, 264}, {1, 410, 504, 492, 419, 505, 261, 431, 413, 285, 344, 264}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := runLines(t, tokenizeCmd, []string{"--tokenizer", tc.path}, tc.input)
+			if len(got) != len(tc.want) {
+				t.Fatalf("%d output lines, want %d: %v", len(got), len(tc.want), got)
+			}
+			for i, line := range got {
+				if g, w := asJSON(line["ids"]), asJSON(tc.want[i]); g != w {
+					t.Errorf("line %d: ids %s, want %s (%v)", i, g, w, line)
+				}
+			}
+		})
+	}
+	got := runLines(t, detokenizeCmd, []string{"--tokenizer", bpe},
+		`{"ids": [49150, 872, 198, 6023, 49151]}`+"\n"+`{"ids": [49150, 872, 198, 6023, 49151], "skip_special_tokens": true}`+"\n")
+	if g, w := asJSON(got), `[{"text":"\u003c|im_start|\u003euser\nhi\u003c|im_end|\u003e"},{"text":"user\nhi"}]`; g != w {
+		t.Errorf("detokenize: %s, want %s", g, w)
+	}
+	got = runLines(t, detokenizeCmd, []string{"--tokenizer", spm}, `{"ids": [1, 346, 306, 414, 263, 304, 341], "skip_special_tokens": true}`+"\n")
+	if g, w := asJSON(got), `[{"text":"Hello world"}]`; g != w {
+		t.Errorf("detokenize: %s, want %s", g, w)
+	}
+	var out, errOut bytes.Buffer
+	if err := cmdTokenize(context.Background(), []string{"--tokenizer", filepath.Join(dir, "model.gguf") + ".missing"}, strings.NewReader(""), &out, &errOut); err == nil {
+		t.Error("missing GGUF file: no error")
 	}
 }
