@@ -188,6 +188,28 @@ func GGUFPreTokenizers() []string {
 	return names
 }
 
+// GGUFPreName is the tokenizer.ggml.pre name of a pre-tokenizer given as
+// its regexes in order (a tokenizer.json's Split patterns, with GPT-2's
+// regex for a ByteLevel that splits and `\p{N}` for Digits that split
+// every digit): the canonical name of a known one (llama-bpe, qwen2,
+// gpt-2, smollm, ...), which LoadGGUF reads back to the same regexes. ok
+// is false when no name has exactly these regexes.
+func GGUFPreName(patterns []string) (name string, ok bool) {
+	t := ggufPreTable()
+	for _, n := range []string{"llama-bpe", "qwen2", "gpt-2", "smollm", "deepseek-v3", "gpt-4o", "tekken", "deepseek-llm", "deepseek-coder", "falcon", "default", "bloom"} {
+		if slices.Equal(t[n].patterns, patterns) {
+			return n, true
+		}
+	}
+	names := GGUFPreTokenizers()
+	for _, n := range names {
+		if slices.Equal(t[n].patterns, patterns) {
+			return n, true
+		}
+	}
+	return "", false
+}
+
 // LoadGGUF reads the tokenizer stored in a GGUF file's metadata (see
 // LoadGGUFFile).
 func LoadGGUF(path string, opts Options) (*Tokenizer, error) {

@@ -1,0 +1,217 @@
+package convert
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/troupe-ai/troupe/gguf"
+	"github.com/troupe-ai/troupe/gpu"
+	"github.com/troupe-ai/troupe/gpu/ref"
+	"github.com/troupe-ai/troupe/model/checkpoint"
+	"github.com/troupe-ai/troupe/model/safetensors"
+	"github.com/troupe-ai/troupe/quant"
+	"github.com/troupe-ai/troupe/tokenizer"
+)
+
+// tinyCheckpoint writes a random tiny checkpoint of arch with a byte-level
+// tokenizer.
+func tinyCheckpoint(t *testing.T, arch string) string {
+	t.Helper()
+	dir := t.TempDir()
+	c, err := checkpoint.Tiny(arch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.Write(dir, c, checkpoint.Options{Seed: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.WriteByteTokenizerSized(dir, 512); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestWriteF32: an f32 file holds the checkpoint's tensors exactly, under
+// llama.cpp's names (llama's Q/K rows permuted, which un-permuting gives
+// back), the architecture's keys, and a tokenizer that encodes as the
+// checkpoint's tokenizer.json does.
+func TestWriteF32(t *testing.T) {
+	for _, arch := range []string{"llama", "qwen2", "qwen3", "mistral"} {
+		t.Run(arch, func(t *testing.T) {
+			dir := tinyCheckpoint(t, arch)
+			out := filepath.Join(t.TempDir(), "m.gguf")
+			done := 0
+			if err := Write(dir, out, Options{Type: "f32", Progress: func(d, n int) { done = d }}); err != nil {
+				t.Fatal(err)
+			}
+			f, err := gguf.Open(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if done != len(f.Tensors()) {
+				t.Errorf("progress reached %d of %d tensors", done, len(f.Tensors()))
+			}
+			a := archs[arch]
+			if got, _ := f.Architecture(); got != a.name {
+				t.Errorf("architecture %q, want %q", got, a.name)
+			}
+			for key, want := range map[string]int{"block_count": 2, "embedding_length": 64, "feed_forward_length": 160,
+				"attention.head_count": 4, "attention.head_count_kv": 2, "context_length": 2048} {
+				if got, err := f.Int(a.name + "." + key); err != nil || got != want {
+					t.Errorf("%s.%s = %d (%v), want %d", a.name, key, got, err, want)
+				}
+			}
+			if arch == "qwen3" {
+				if got, _ := f.Int("qwen3.attention.key_length"); got != 16 {
+					t.Errorf("qwen3.attention.key_length = %d, want 16", got)
+				}
+			}
+			st, err := safetensors.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			for _, info := range f.Tensors() {
+				if info.Type != gguf.F32 {
+					t.Errorf("%s is %v in an f32 file", info.Name, info.Type)
+				}
+				hf := hfName(t, info.Name)
+				ht, err := st.Tensor(hf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w, _ := gpu.NewWeight(ht.DType, max(1, ht.Elements()/int(info.RowLen())), int(info.RowLen()), ht.Data)
+				want := w.Float32s()
+				data, _ := f.TensorData(info.Name)
+				got, err := ref.Dequantize(info.Type, data, int(info.Elements()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a.permuteQK && (strings.HasSuffix(info.Name, "attn_q.weight") || strings.HasSuffix(info.Name, "attn_k.weight")) {
+					heads := 4
+					if strings.HasSuffix(info.Name, "attn_k.weight") {
+						heads = 2
+					}
+					got = unpermute(got, int(info.Rows()), int(info.RowLen()), heads)
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("%s differs from %s", info.Name, hf)
+				}
+			}
+			// The tokenizer encodes as tokenizer.json does.
+			hfTok, err := tokenizer.Load(dir, tokenizer.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gTok, err := tokenizer.LoadGGUF(out, tokenizer.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, text := range []string{"Hello, world!", "<|im_start|>user\nhé 123<|im_end|>", "  tabs\tand\nnewlines  "} {
+				if a, b := hfTok.EncodeIDs(text, true), gTok.EncodeIDs(text, true); !slices.Equal(a, b) {
+					t.Errorf("%q: tokenizer.json %v, GGUF %v", text, a, b)
+				}
+			}
+			tmpl, err := tokenizer.GGUFChatTemplate(f)
+			if err != nil || !strings.Contains(tmpl, "<|im_start|>") {
+				t.Errorf("chat template %q (%v)", tmpl, err)
+			}
+		})
+	}
+}
+
+// TestWriteQuantized: every file type writes, each matrix gets the type
+// quant.FileType.Type names, and dequantizes near the weights.
+func TestWriteQuantized(t *testing.T) {
+	dir := tinyCheckpoint(t, "qwen3")
+	for _, ft := range quant.FileTypes {
+		t.Run(string(ft), func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "m.gguf")
+			if err := Write(dir, out, Options{Type: ft}); err != nil {
+				t.Fatal(err)
+			}
+			f, err := gguf.Open(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if got, _ := f.Uint32(gguf.FileTypeKey); got != ft.GeneralFileType() {
+				t.Errorf("general.file_type %d, want %d", got, ft.GeneralFileType())
+			}
+			_, untied := f.Tensor("output.weight")
+			for _, info := range f.Tensors() {
+				want := ft.Type(info.Name, info.RowLen(), len(info.Dims), !untied, quant.Model{Layers: 2, GQA: 2})
+				if info.Type != want {
+					t.Errorf("%s: %v, want %v", info.Name, info.Type, want)
+				}
+				data, _ := f.TensorData(info.Name)
+				x, err := ref.Dequantize(info.Type, data, int(info.Elements()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, v := range x {
+					if math.IsNaN(float64(v)) || math.Abs(float64(v)) > 2 {
+						t.Fatalf("%s: dequantizes to %g", info.Name, v)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestWriteRefuses: what cannot be written says why.
+func TestWriteRefuses(t *testing.T) {
+	mamba := t.TempDir()
+	c, _ := checkpoint.Tiny("mamba")
+	if err := checkpoint.Write(mamba, c, checkpoint.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(mamba, filepath.Join(t.TempDir(), "m.gguf"), Options{Type: "f16"}); err == nil || !strings.Contains(err.Error(), `model_type "mamba"`) {
+		t.Errorf("mamba: %v", err)
+	}
+	dir := tinyCheckpoint(t, "llama")
+	if err := Write(dir, filepath.Join(t.TempDir(), "m.gguf"), Options{Type: "q3_k_m"}); err == nil || !strings.Contains(err.Error(), "unknown type") {
+		t.Errorf("q3_k_m: %v", err)
+	}
+}
+
+// hfName is the checkpoint name of a GGUF tensor (the inverse of
+// tensorPlan, for the test).
+func hfName(t *testing.T, g string) string {
+	fixed := map[string]string{"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
+	if n, ok := fixed[g]; ok {
+		return n
+	}
+	var layer int
+	var rest string
+	if _, err := fmt.Sscanf(g, "blk.%d.%s", &layer, &rest); err != nil {
+		t.Fatalf("tensor %q: %v", g, err)
+	}
+	m := map[string]string{"attn_norm.weight": "input_layernorm.weight", "attn_q.weight": "self_attn.q_proj.weight",
+		"attn_k.weight": "self_attn.k_proj.weight", "attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
+		"attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias", "attn_v.bias": "self_attn.v_proj.bias",
+		"attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight", "ffn_norm.weight": "post_attention_layernorm.weight",
+		"ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight", "ffn_down.weight": "mlp.down_proj.weight"}
+	return fmt.Sprintf("model.layers.%d.%s", layer, m[rest])
+}
+
+// unpermute is the README's inverse of the converter's permute.
+func unpermute(x []float32, rows, cols, heads int) []float32 {
+	out := make([]float32, len(x))
+	half := rows / heads / 2
+	for h := range heads {
+		for k := range half {
+			for j := range 2 {
+				src := (h*half+k)*2 + j
+				dst := (h*2+j)*half + k
+				copy(out[dst*cols:(dst+1)*cols], x[src*cols:(src+1)*cols])
+			}
+		}
+	}
+	return out
+}
