@@ -74,6 +74,7 @@ commands:
   bench        load-test a running server with streamed chat requests
   generate     generate tokens from a prompt (built-in demo model without --model)
   model init   write a random-weight checkpoint in the Hugging Face layout
+  quantize     write a checkpoint folder as a GGUF file (--type q4_k_m|q8_0|bf16|... --in DIR --out FILE.gguf)
   tokenize     JSON lines {"text"} on stdin -> ids, tokens, byte offsets (--tokenizer DIR|FILE.gguf)
   detokenize   JSON lines {"ids"} on stdin -> text (--tokenizer DIR|FILE.gguf)
   constrain    JSON lines {"schema","texts"} on stdin -> compiled?, accepted, mask times
@@ -109,6 +110,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdConstrain(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "health":
 		return cmdHealth(ctx, args[1:], stdout, stderr)
+	case "quantize":
+		return cmdQuantize(ctx, args[1:], stdout, stderr)
 	case "render":
 		return cmdRender(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "model":
