@@ -30,6 +30,11 @@ const pageSize = 16
 // LoadAssets reads the tokenizer and the chat template.
 func (l *dirLoader) LoadAssets(ctx context.Context) (*chat.Assets, error) {
 	dir := l.opts.Model
+	if file, ok, err := ggufModel(dir); err != nil {
+		return nil, err
+	} else if ok {
+		return l.loadGGUFAssets(dir, file)
+	}
 	tok, err := tokenizer.Load(dir, tokenizer.Options{})
 	if err != nil {
 		return nil, err
@@ -84,12 +89,7 @@ func (l *dirLoader) samplingDefaults(gen *model.GenerationConfig) sample.Default
 // with chat.ErrNoTemplate instead of getting a guessed format.
 func loadTemplates(dir, override string) (def, tools *templates.Template, err error) {
 	if override != "" {
-		src, err := os.ReadFile(override)
-		if err != nil {
-			return nil, nil, fmt.Errorf("chat template: %w", err)
-		}
-		def, err = templates.Compile(string(src), templates.WithName(override))
-		return def, nil, err
+		return compileTemplates(nil, override)
 	}
 	mt, err := templates.LoadModelTemplates(dir)
 	if errors.Is(err, templates.ErrNoTemplate) {
@@ -97,6 +97,24 @@ func loadTemplates(dir, override string) (def, tools *templates.Template, err er
 	}
 	if err != nil {
 		return nil, nil, err
+	}
+	return compileTemplates(mt, "")
+}
+
+// compileTemplates compiles a model's templates (the default one, and
+// tool_use when it has one), or the override file when one is given; a
+// model without templates (mt nil) has none.
+func compileTemplates(mt *templates.ModelTemplates, override string) (def, tools *templates.Template, err error) {
+	if override != "" {
+		src, err := os.ReadFile(override)
+		if err != nil {
+			return nil, nil, fmt.Errorf("chat template: %w", err)
+		}
+		def, err = templates.Compile(string(src), templates.WithName(override))
+		return def, nil, err
+	}
+	if mt == nil {
+		return nil, nil, nil
 	}
 	compile := func(hasTools bool) (*templates.Template, error) {
 		src, err := mt.Select("", hasTools)
