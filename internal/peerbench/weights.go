@@ -11,6 +11,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/troupe-ai/troupe/gguf"
+	"github.com/troupe-ai/troupe/gpu"
+	"github.com/troupe-ai/troupe/gpu/ref"
 	"github.com/troupe-ai/troupe/model/safetensors"
 )
 
@@ -88,15 +91,15 @@ func CompareWeights(hfDir, ggufPath string) (WeightCheck, error) {
 		return wc, fmt.Errorf("compare weights: %w", err)
 	}
 	defer hf.Close()
-	gf, err := readGGUF(ggufPath)
+	gf, err := gguf.Open(ggufPath)
 	if err != nil {
 		return wc, fmt.Errorf("compare weights: %w", err)
 	}
-	byName := make(map[string]*ggufTensor, len(gf.Tensors))
-	for i := range gf.Tensors {
-		t := &gf.Tensors[i]
+	defer gf.Close()
+	byName := map[string]gguf.TensorInfo{}
+	for _, t := range gf.Tensors() {
 		byName[t.Name] = t
-		wc.GGUFBytes += int64(len(t.Data))
+		wc.GGUFBytes += t.Size
 	}
 	seen := map[string]bool{}
 	for _, name := range hf.Names() {
@@ -108,9 +111,13 @@ func CompareWeights(hfDir, ggufPath string) (WeightCheck, error) {
 		if err != nil {
 			return wc, fmt.Errorf("compare weights: %w", err)
 		}
-		gt := byName[gname]
-		if gt == nil {
+		gt, ok := byName[gname]
+		if !ok {
 			return wc, fmt.Errorf("compare weights: %s has no tensor %q (for %q)", ggufPath, gname, name)
+		}
+		gdata, err := gf.TensorData(gname)
+		if err != nil {
+			return wc, fmt.Errorf("compare weights: %w", err)
 		}
 		seen[gname] = true
 		heads := 0
@@ -120,14 +127,14 @@ func CompareWeights(hfDir, ggufPath string) (WeightCheck, error) {
 		case strings.HasSuffix(name, "self_attn.k_proj.weight"):
 			heads = cfg.KVHeads
 		}
-		if err := compareTensor(ht, gt, heads); err != nil {
+		if err := compareTensor(ht, gt, gdata, heads); err != nil {
 			return wc, fmt.Errorf("compare weights: %s vs %s: %w", name, gname, err)
 		}
 		wc.Tensors++
 		wc.Elements += int64(ht.Elements())
 		wc.HFBytes += int64(len(ht.Data))
 	}
-	for _, t := range gf.Tensors {
+	for _, t := range gf.Tensors() {
 		if !seen[t.Name] {
 			return wc, fmt.Errorf("compare weights: %s has tensor %q that %s lacks", ggufPath, t.Name, hfDir)
 		}
@@ -137,7 +144,7 @@ func CompareWeights(hfDir, ggufPath string) (WeightCheck, error) {
 
 // compareTensor checks shapes and values. heads > 0 marks a q/k projection
 // whose GGUF rows are permuted per head.
-func compareTensor(ht *safetensors.Tensor, gt *ggufTensor, heads int) error {
+func compareTensor(ht *safetensors.Tensor, gt gguf.TensorInfo, gdata []byte, heads int) error {
 	// ggml's ne is innermost first: reverse it to compare with the row-major shape.
 	gshape := make([]int, len(gt.Dims))
 	for i, d := range gt.Dims {
@@ -146,17 +153,15 @@ func compareTensor(ht *safetensors.Tensor, gt *ggufTensor, heads int) error {
 	if !slices.Equal(gshape, ht.Shape) {
 		return fmt.Errorf("shape %v vs %v", ht.Shape, gshape)
 	}
-	if gt.Data == nil {
-		return fmt.Errorf("GGUF type %d is not F32, F16 or BF16", gt.Type)
-	}
 	hget, err := elemReader(ht.RawDType, ht.Data)
 	if err != nil {
 		return err
 	}
-	gget, err := elemReader(map[uint32]string{ggmlF32: "F32", ggmlF16: "F16", ggmlBF16: "BF16"}[gt.Type], gt.Data)
+	gvals, err := ref.Dequantize(gt.Type, gdata, int(gt.Elements()))
 	if err != nil {
 		return err
 	}
+	gget := func(i int) float32 { return gvals[i] }
 	n := ht.Elements()
 	cols, rows := n, 1
 	if len(ht.Shape) == 2 {
@@ -193,28 +198,7 @@ func elemReader(dtype string, data []byte) (func(i int) float32, error) {
 	case "BF16":
 		return func(i int) float32 { return math.Float32frombits(uint32(binary.LittleEndian.Uint16(data[2*i:])) << 16) }, nil
 	case "F16":
-		return func(i int) float32 { return halfToFloat(binary.LittleEndian.Uint16(data[2*i:])) }, nil
+		return func(i int) float32 { return gpu.F16ToF32(binary.LittleEndian.Uint16(data[2*i:])) }, nil
 	}
 	return nil, fmt.Errorf("dtype %q is not F32, F16 or BF16", dtype)
-}
-
-// halfToFloat converts an IEEE-754 binary16 value exactly.
-func halfToFloat(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	frac := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f: // inf, NaN
-		return math.Float32frombits(sign | 0x7f800000 | frac<<13)
-	case exp != 0: // normal
-		return math.Float32frombits(sign | (exp+112)<<23 | frac<<13)
-	case frac == 0:
-		return math.Float32frombits(sign)
-	}
-	// subnormal: frac * 2^-24
-	v := float32(frac) * (1.0 / (1 << 24))
-	if sign != 0 {
-		v = -v
-	}
-	return v
 }
