@@ -14,11 +14,15 @@ type KernelConfig struct {
 	Troupe   string // troupe binary
 	LlamaBin string // folder holding llama-bench
 	Models   Models
-	Threads  int // -t for llama-bench, --threads for troupe
-	Reps     int // repetitions on each side (llama-bench -r)
-	Prompt   int // prompt length for prefill and the deep decode (512)
-	Gen      int // generated tokens (128)
-	Vocab    int // prompt ids are drawn below this
+	// TroupeModel and LlamaModel are the model each side runs (default:
+	// Models.HF and Models.GGUF); a quantized comparison gives both the
+	// same GGUF file.
+	TroupeModel, LlamaModel string
+	Threads                 int // -t for llama-bench, --threads for troupe
+	Reps                    int // repetitions on each side (llama-bench -r)
+	Prompt                  int // prompt length for prefill and the deep decode (512)
+	Gen                     int // generated tokens (128)
+	Vocab                   int // prompt ids are drawn below this
 	// GenerateFlags are extra flags for every troupe generate run (e.g. --fast-bf16).
 	GenerateFlags []string
 }
@@ -67,7 +71,13 @@ func RunKernels(ctx context.Context, c KernelConfig) (*KernelResult, error) {
 	}
 	res := &KernelResult{Prompt: c.Prompt, Gen: c.Gen}
 	res.Loads = append(res.Loads, mark("kernels start"))
-	res.LlamaBenchArgs = []string{"-m", c.Models.GGUF, "-p", strconv.Itoa(c.Prompt), "-n", strconv.Itoa(c.Gen),
+	if c.TroupeModel == "" {
+		c.TroupeModel = c.Models.HF
+	}
+	if c.LlamaModel == "" {
+		c.LlamaModel = c.Models.GGUF
+	}
+	res.LlamaBenchArgs = []string{"-m", c.LlamaModel, "-p", strconv.Itoa(c.Prompt), "-n", strconv.Itoa(c.Gen),
 		"-d", "0," + strconv.Itoa(c.Prompt), "-t", strconv.Itoa(c.Threads), "-r", strconv.Itoa(c.Reps), "-o", "json"}
 	out, err := runOutput(ctx, nil, "", filepath.Join(c.LlamaBin, "llama-bench"), res.LlamaBenchArgs...)
 	if err != nil {
@@ -78,7 +88,7 @@ func RunKernels(ctx context.Context, c KernelConfig) (*KernelResult, error) {
 	}
 	res.Loads = append(res.Loads, mark("after llama-bench"))
 
-	base := []string{"generate", "--model", c.Models.HF, "--temperature", "0", "--ignore-eos", "--json",
+	base := []string{"generate", "--model", c.TroupeModel, "--temperature", "0", "--ignore-eos", "--json",
 		"--threads", strconv.Itoa(c.Threads)}
 	base = append(base, c.GenerateFlags...)
 	long := append(append([]string(nil), base...), "--prompt-ids", promptIDs(c.Prompt, c.Vocab), "--max-tokens", strconv.Itoa(c.Gen))

@@ -49,18 +49,22 @@ type Bandwidth struct {
 
 // Report is everything one run measured; it is what --json writes.
 type Report struct {
-	StartedAt     string         `json:"started_at"`
-	Host          string         `json:"host"`
-	TroupeVersion string         `json:"troupe_version"`
-	Threads       int            `json:"threads"`
-	Cores         int            `json:"cores"`
-	Models        Models         `json:"models"`
-	Loads         []LoadMark     `json:"loadavg"`
-	Kernels       *KernelResult  `json:"kernels,omitempty"`
-	Serving       *ServingResult `json:"serving,omitempty"`
-	Bandwidth     *Bandwidth     `json:"bandwidth,omitempty"`
-	Rows          []Row          `json:"rows"`
-	Notes         []string       `json:"notes,omitempty"`
+	StartedAt     string        `json:"started_at"`
+	Host          string        `json:"host"`
+	TroupeVersion string        `json:"troupe_version"`
+	Threads       int           `json:"threads"`
+	Cores         int           `json:"cores"`
+	Models        Models        `json:"models"`
+	Loads         []LoadMark    `json:"loadavg"`
+	Kernels       *KernelResult `json:"kernels,omitempty"`
+	// Quant are the same kernel measurements on GGUF files of quantized
+	// types that troupe wrote from the same checkpoint, both sides running
+	// the same file.
+	Quant     []QuantResult  `json:"quant,omitempty"`
+	Serving   *ServingResult `json:"serving,omitempty"`
+	Bandwidth *Bandwidth     `json:"bandwidth,omitempty"`
+	Rows      []Row          `json:"rows"`
+	Notes     []string       `json:"notes,omitempty"`
 }
 
 // ReadReport reads a report JSON written by Report.JSON and rebuilds its
@@ -86,6 +90,12 @@ func (r *Report) Finish() {
 			b.LlamaBytesPerS = float64(b.LlamaWeightBytes) * r.Kernels.LlamaDecode0
 		}
 	}
+	for _, q := range r.Quant {
+		for _, row := range q.Kernels.Rows() {
+			row.Metric = q.Type + " " + row.Metric
+			r.Rows = append(r.Rows, row)
+		}
+	}
 	if r.Serving != nil {
 		r.Rows = append(r.Rows, r.Serving.Rows()...)
 		if te, le := r.Serving.Errors(); te+le > 0 {
@@ -101,6 +111,14 @@ func (r *Report) Finish() {
 	}
 }
 
+// QuantResult is the kernel comparison on one quantized GGUF file.
+type QuantResult struct {
+	Type    string        `json:"type"` // troupe quantize --type
+	File    string        `json:"file"`
+	Bytes   int64         `json:"bytes"`
+	Kernels *KernelResult `json:"kernels"`
+}
+
 // allLoads are the load marks of the whole run in time order.
 func (r *Report) allLoads() []LoadMark {
 	var out []LoadMark
@@ -109,6 +127,9 @@ func (r *Report) allLoads() []LoadMark {
 	}
 	if r.Kernels != nil {
 		out = append(out, r.Kernels.Loads...)
+	}
+	for _, q := range r.Quant {
+		out = append(out, q.Kernels.Loads...)
 	}
 	if r.Serving != nil {
 		out = append(out, r.Serving.Loads...)

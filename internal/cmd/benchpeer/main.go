@@ -85,6 +85,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	serving := fs.Bool("serving", false, "also run the serving comparison (llama-server vs troupe serve; several minutes)")
 	copyMiB := fs.Int("copy-mib", 1024, "buffer size of the memory copy measurement in MiB (0: skip it)")
 	genFlags := fs.String("generate-flags", "", "extra flags for troupe generate, space-separated (e.g. --fast-bf16)")
+	types := fs.String("types", "", "also compare on GGUF files of these comma-separated types (troupe quantize --type: q8_0,q4_k_m,q6_k,...), written by troupe from the same checkpoint into the cache; both sides run the same file")
 	outDir := fs.String("out", "", "folder for logs and loadgen output (default: MODELS/runs/TIMESTAMP)")
 	jsonOut := fs.String("json", "", "write every raw number as JSON to this file")
 	fromJSON := fs.String("from-json", "", "measure nothing: print the table of a JSON an earlier run wrote")
@@ -162,6 +163,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		rep.Kernels = k
+	}
+	for _, typ := range strings.FieldsFunc(*types, func(r rune) bool { return r == ',' }) {
+		file := filepath.Join(*cache, "smollm2-135m-random-"+typ+".gguf")
+		if _, err := os.Stat(file); err != nil {
+			log.Info("quantize: writing a GGUF file from the checkpoint", "type", typ, "file", file)
+			if out, err := exec.CommandContext(ctx, bin, "quantize", "--type", typ, "--in", models.HF, "--out", file).CombinedOutput(); err != nil {
+				return fmt.Errorf("troupe quantize --type %s: %w: %s", typ, err, out)
+			}
+		}
+		st, err := os.Stat(file)
+		if err != nil {
+			return err
+		}
+		log.Info("kernels on a quantized file: llama-bench, then troupe generate", "type", typ, "reps", *reps)
+		k, err := peerbench.RunKernels(ctx, peerbench.KernelConfig{
+			Troupe: bin, LlamaBin: *llamaBin, Models: models, TroupeModel: file, LlamaModel: file, Threads: *threads, Reps: *reps,
+			Prompt: 512, Gen: 128, Vocab: models.Check.Vocab, GenerateFlags: strings.Fields(*genFlags),
+		})
+		if err != nil {
+			return err
+		}
+		rep.Quant = append(rep.Quant, peerbench.QuantResult{Type: typ, File: file, Bytes: st.Size(), Kernels: k})
 	}
 	if *serving {
 		log.Info("serving: llama-server, then troupe serve, under bench/loadgen", "out", *outDir)
