@@ -116,7 +116,7 @@ func tokenizerKVs(dir string, cfg *model.Config, vocab int) ([]gguf.KV, error) {
 		return nil, err
 	}
 	idOf := func(key, cfgKey string) (int, bool) {
-		if s := tokenString(tc[key]); s != "" {
+		if s := tokenizer.TokenName(tc[key]); s != "" {
 			if id, ok := special[s]; ok {
 				return id, true
 			}
@@ -154,18 +154,6 @@ func tokenizerKVs(dir string, cfg *model.Config, vocab int) ([]gguf.KV, error) {
 		kvs = append(kvs, gguf.KV{Key: "tokenizer.chat_template", Value: gguf.StringValue(tmpl)})
 	}
 	return kvs, nil
-}
-
-// tokenString is a tokenizer_config token: a string or {"content": ...}.
-func tokenString(v any) string {
-	switch t := v.(type) {
-	case string:
-		return t
-	case map[string]any:
-		s, _ := t["content"].(string)
-		return s
-	}
-	return ""
 }
 
 // chatTemplate is chat_template.jinja, else tokenizer_config.json's
