@@ -242,41 +242,72 @@ func (r *Registry) LoadContext(ctx context.Context, dir string, progress func(do
 	return r.LoadWith(ctx, dir, LoadOptions{Prefault: true, Progress: progress})
 }
 
-// LoadWith opens the checkpoint in dir as opts say.
-func (r *Registry) LoadWith(ctx context.Context, dir string, opts LoadOptions) (Model, error) {
-	cfg, err := ReadConfig(dir)
+// LoadWith opens the checkpoint at path as opts say. path is a Hugging
+// Face folder (config.json, generation_config.json, model.safetensors or a
+// sharded index), a GGUF file, or a folder without config.json holding
+// exactly one GGUF file. A GGUF file's hyperparameters come from its
+// metadata and its tensors are read under their Hugging Face names
+// (ggufsource.go): F32, F16 and BF16 weights keep their dtype, quantized
+// ones are dequantized to F32 as they are loaded.
+func (r *Registry) LoadWith(ctx context.Context, path string, opts LoadOptions) (Model, error) {
+	file, err := ggufFileOf(path)
 	if err != nil {
 		return nil, err
 	}
+	var (
+		cfg *Config
+		src tensorSource
+	)
+	if file != "" {
+		c, s, err := openGGUF(file)
+		if err != nil {
+			return nil, err
+		}
+		cfg, src, path = c, s, file
+	} else {
+		if cfg, err = ReadConfig(path); err != nil {
+			return nil, err
+		}
+	}
+	closeSrc := func() {
+		if src != nil {
+			src.Close()
+		}
+	}
 	mt, err := cfg.String("model_type", "")
 	if err != nil {
+		closeSrc()
 		return nil, err
 	}
 	fam, ok := r.families[mt]
 	if !ok {
+		closeSrc()
 		arch := ""
 		if a, ok := cfg.Raw("architectures").([]any); ok && len(a) > 0 {
 			arch, _ = a[0].(string)
 		}
 		return nil, fmt.Errorf("%s: unknown architecture %q (model_type %q); supported model types: %s", cfg.Path, arch, mt, strings.Join(r.ModelTypes(), ", "))
 	}
-	st, err := safetensors.Open(dir)
-	if err != nil {
-		return nil, err
+	if src == nil {
+		st, err := safetensors.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		src = stSource{st}
 	}
 	if opts.Prefault {
-		if err := st.Prefault(ctx, opts.Progress); err != nil {
-			st.Close()
-			return nil, fmt.Errorf("reading %s: %w", dir, err)
+		if err := src.Prefault(ctx, opts.Progress); err != nil {
+			src.Close()
+			return nil, fmt.Errorf("reading %s: %w", path, err)
 		}
 	}
-	w := &Weights{Dir: dir, st: st}
+	w := &Weights{Dir: path, st: src, gguf: file != ""}
 	if !opts.Mmap {
 		// Room for every tensor of the files, each rounded up to the
 		// arena's alignment; only the pages written are committed.
-		if w.arena, err = hugemem.New(st.Bytes() + int64(len(st.Names()))*64 + hugemem.PageSize); err != nil {
-			st.Close()
-			return nil, fmt.Errorf("%s: weight memory: %w", dir, err)
+		if w.arena, err = hugemem.New(src.Bytes() + int64(src.Count())*64 + hugemem.PageSize); err != nil {
+			src.Close()
+			return nil, fmt.Errorf("%s: weight memory: %w", path, err)
 		}
 	}
 	m, err := fam.Load(cfg, w)
@@ -288,9 +319,9 @@ func (r *Registry) LoadWith(ctx context.Context, dir string, opts LoadOptions) (
 		// Every matrix now lives in the arena: seal it and unmap the files.
 		if err := w.arena.Seal(); err != nil {
 			m.Close()
-			return nil, fmt.Errorf("%s: %w", dir, err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		if err := st.Close(); err != nil {
+		if err := src.Close(); err != nil {
 			m.Close()
 			return nil, err
 		}
@@ -304,9 +335,12 @@ func readInfo(c *Config, w *Weights, arch string, vocab, hidden, layers, maxPos 
 	if err := w.Err(); err != nil {
 		return Info{}, err
 	}
-	gen, err := ReadGenerationConfig(w.Dir)
-	if err != nil {
-		return Info{}, err
+	gen := &GenerationConfig{}
+	var err error
+	if !w.gguf {
+		if gen, err = ReadGenerationConfig(w.Dir); err != nil {
+			return Info{}, err
+		}
 	}
 	eos := gen.EOS
 	if eos == nil {
@@ -326,8 +360,10 @@ func readInfo(c *Config, w *Weights, arch string, vocab, hidden, layers, maxPos 
 
 // Weights wraps the checkpoint's tensors with shape-checked accessors.
 type Weights struct {
+	// Dir is the checkpoint: its folder, or the GGUF file.
 	Dir    string
-	st     *safetensors.Model
+	st     tensorSource
+	gguf   bool           // st is a GGUF file: no generation_config.json
 	arena  *hugemem.Arena // where matrices are copied; nil: they stay mapped
 	err    error
 	params int64
@@ -408,7 +444,7 @@ func (w *Weights) OptMatrix(name string, rows, cols int) *gpu.Weight {
 // Has reports whether the checkpoint holds tensor name.
 func (w *Weights) Has(name string) bool { return w.st.Has(name) }
 
-func (w *Weights) tensor(name string, shape ...int) *safetensors.Tensor {
+func (w *Weights) tensor(name string, shape ...int) *srcTensor {
 	if w.err != nil {
 		return nil
 	}
@@ -418,7 +454,7 @@ func (w *Weights) tensor(name string, shape ...int) *safetensors.Tensor {
 		return nil
 	}
 	if !equalShape(t.Shape, shape) {
-		w.err = fmt.Errorf("%s: tensor %q has shape %v, config.json implies %v", filepath.Base(t.File), name, t.Shape, shape)
+		w.err = fmt.Errorf("%s: tensor %q has shape %v, the config implies %v", filepath.Base(t.File), name, t.Shape, shape)
 		return nil
 	}
 	n := int64(1)
