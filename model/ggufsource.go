@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -41,7 +42,10 @@ type ggufArch struct {
 	// under model.layers.N. ("self_attn.q_proj").
 	block func(string) (string, bool)
 	// config adds the family's own keys to the translated config.json.
-	config func(g *ggufKeys, raw map[string]any)
+	config func(g *ggufKeys, c *Config)
+	// configTensors are tensors that hold hyperparameters (read by config),
+	// not weights.
+	configTensors []string
 }
 
 // ggufArchFor returns the mapping of a general.architecture, false for
@@ -54,12 +58,19 @@ func ggufArchFor(arch string) (ggufArch, bool) {
 		return ggufArch{modelType: "qwen2", hfArch: "Qwen2ForCausalLM", block: llamaBlockName}, true
 	case "qwen3":
 		return ggufArch{modelType: "qwen3", hfArch: "Qwen3ForCausalLM", block: llamaBlockName, config: biasGGUFConfig}, true
+	case "phi3":
+		return ggufArch{modelType: "phi3", hfArch: "Phi3ForCausalLM", block: phi3BlockName, config: phi3GGUFConfig,
+			configTensors: []string{"rope_factors_long.weight", "rope_factors_short.weight"}}, true
+	case "gemma2":
+		return ggufArch{modelType: "gemma2", hfArch: "Gemma2ForCausalLM", normShift: 1, block: gemmaBlockName, config: gemma2GGUFConfig}, true
+	case "gemma3":
+		return ggufArch{modelType: "gemma3_text", hfArch: "Gemma3ForCausalLM", normShift: 1, block: gemmaBlockName, config: gemma3GGUFConfig}, true
 	}
 	return ggufArch{}, false
 }
 
 // ggufArchs lists the architectures ggufArchFor knows, for messages.
-const ggufArchs = "llama, qwen2, qwen3"
+const ggufArchs = "llama, qwen2, qwen3, phi3, gemma2, gemma3"
 
 // llamaBlockName maps the per-layer tensors of the Llama-shaped families.
 func llamaBlockName(s string) (string, bool) {
@@ -90,18 +101,134 @@ func llamaBlockName(s string) (string, bool) {
 	return "", false
 }
 
-// biasGGUFConfig sets attention_bias and mlp_bias from the tensors present
-// (the converter writes no key for them).
-func biasGGUFConfig(g *ggufKeys, raw map[string]any) {
-	raw["attention_bias"] = g.hasTensor("blk.0.attn_q.bias")
-	raw["mlp_bias"] = g.hasTensor("blk.0.ffn_gate.bias")
+// phi3BlockName: Phi-3 keeps q, k, v in one matrix (attn_qkv) and gate and
+// up in one (stored as ffn_up, twice feed_forward_length rows).
+func phi3BlockName(s string) (string, bool) {
+	switch s {
+	case "attn_qkv":
+		return "self_attn.qkv_proj", true
+	case "ffn_up":
+		return "mlp.gate_up_proj", true
+	case "attn_norm", "attn_output", "ffn_norm", "ffn_down":
+		return llamaBlockName(s)
+	}
+	return "", false
 }
 
-func llamaGGUFConfig(g *ggufKeys, raw map[string]any) {
-	biasGGUFConfig(g, raw)
-	if g.hasTensor("rope_freqs.weight") {
-		g.fail(fmt.Errorf("tensor rope_freqs.weight (llama3-style rope scaling factors) is not supported yet"))
+// gemmaBlockName: Gemma 2/3 have norms after attention and around the MLP;
+// GGUF calls the one before the MLP ffn_norm.
+func gemmaBlockName(s string) (string, bool) {
+	switch s {
+	case "post_attention_norm":
+		return "post_attention_layernorm", true
+	case "ffn_norm":
+		return "pre_feedforward_layernorm", true
+	case "post_ffw_norm":
+		return "post_feedforward_layernorm", true
 	}
+	return llamaBlockName(s)
+}
+
+// biasGGUFConfig sets attention_bias and mlp_bias from the tensors present
+// (the converter writes no key for them).
+func biasGGUFConfig(g *ggufKeys, c *Config) {
+	c.raw["attention_bias"] = g.hasTensor("blk.0.attn_q.bias")
+	c.raw["mlp_bias"] = g.hasTensor("blk.0.ffn_gate.bias")
+}
+
+// llamaGGUFConfig: Llama 3.1+ files carry their rope scaling as
+// per-frequency divisors (rope_freqs.weight) rather than as keys.
+func llamaGGUFConfig(g *ggufKeys, c *Config) {
+	biasGGUFConfig(g, c)
+	if g.hasTensor("rope_freqs.weight") {
+		c.ropeFactors = g.f32Tensor("rope_freqs.weight")
+	}
+}
+
+// phi3GGUFConfig: sliding window, and longrope scaling from the
+// rope_factors_long/short tensors and the original context length.
+func phi3GGUFConfig(g *ggufKeys, c *Config) {
+	if g.has("attention.sliding_window") {
+		c.raw["sliding_window"] = float64(g.int("attention.sliding_window"))
+	}
+	if g.has("rope.scaling.original_context_length") {
+		c.raw["original_max_position_embeddings"] = float64(g.int("rope.scaling.original_context_length"))
+	}
+	long, short := g.hasTensor("rope_factors_long.weight"), g.hasTensor("rope_factors_short.weight")
+	if long != short {
+		g.fail(fmt.Errorf("a phi3 file needs both rope_factors_long and rope_factors_short, or neither"))
+	}
+	if long {
+		c.raw["rope_scaling"] = map[string]any{"type": "longrope",
+			"long_factor": floatList(g.f32Tensor("rope_factors_long.weight")), "short_factor": floatList(g.f32Tensor("rope_factors_short.weight"))}
+	}
+}
+
+// gemma2GGUFConfig: soft-capping, sliding window and the query scale.
+func gemma2GGUFConfig(g *ggufKeys, c *Config) {
+	for _, k := range []string{"attn_logit_softcapping", "final_logit_softcapping"} {
+		if g.has(k) {
+			c.raw[k] = g.float(k, 0)
+		}
+	}
+	gemmaGGUFConfig(g, c, 46)
+}
+
+// gemma3GGUFConfig: sliding window and its pattern, the query scale and
+// the local layers' rope base, which llama.cpp fixes at 10000.
+func gemma3GGUFConfig(g *ggufKeys, c *Config) {
+	if g.has("final_logit_softcapping") {
+		c.raw["final_logit_softcapping"] = g.float("final_logit_softcapping", 0)
+	}
+	c.raw["rope_local_base_freq"] = 10000.0
+	c.raw["sliding_window_pattern"] = 6.0
+	if k := g.arch + ".attention.sliding_window_pattern"; g.f.Has(k) {
+		v, _ := g.f.Value(k)
+		if n, ok := v.Int(); ok {
+			c.raw["sliding_window_pattern"] = float64(n)
+		} else if swa, ok := v.Any().([]bool); ok {
+			types := make([]any, len(swa))
+			for i, local := range swa {
+				types[i] = "full_attention"
+				if local {
+					types[i] = "sliding_attention"
+				}
+			}
+			c.raw["layer_types"] = types
+		} else {
+			g.fail(fmt.Errorf("%s: want an integer or an array of booleans", k))
+		}
+	}
+	gemmaGGUFConfig(g, c, 62)
+}
+
+// gemmaGGUFConfig sets what Gemma 2 and 3 share. GGUF has no
+// query_pre_attn_scalar: llama.cpp scales queries by 1/sqrt(head_dim),
+// except for the 27B models (bigLayers layers), which use
+// 1/sqrt(hidden/heads), as their configs say.
+func gemmaGGUFConfig(g *ggufKeys, c *Config, bigLayers int) {
+	if g.has("attention.sliding_window") {
+		c.raw["sliding_window"] = float64(g.int("attention.sliding_window"))
+	}
+	hidden, heads := g.int("embedding_length"), g.int("attention.head_count")
+	headDim := g.int("attention.key_length", 0)
+	if headDim == 0 && heads > 0 {
+		headDim = hidden / heads
+	}
+	scalar := headDim
+	if g.int("block_count") == bigLayers && heads > 0 {
+		scalar = hidden / heads
+	}
+	c.raw["query_pre_attn_scalar"] = float64(scalar)
+}
+
+// floatList is v as the []any of float64 a parsed config.json holds.
+func floatList(v []float32) []any {
+	out := make([]any, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
+	}
+	return out
 }
 
 // ggufKeys reads an architecture's metadata, keeping the first error.
@@ -118,6 +245,21 @@ func (g *ggufKeys) fail(err error) {
 }
 
 func (g *ggufKeys) hasTensor(name string) bool { _, ok := g.f.Tensor(name); return ok }
+
+// f32Tensor reads a small 1-D F32 tensor that holds hyperparameters.
+func (g *ggufKeys) f32Tensor(name string) []float32 {
+	t, _ := g.f.Tensor(name)
+	data, err := g.f.TensorData(name)
+	if err != nil {
+		g.fail(err)
+		return nil
+	}
+	if t.Type != gguf.F32 || len(t.Dims) != 1 {
+		g.fail(fmt.Errorf("tensor %q is %v %v, want a 1-D F32 tensor", name, t.Type, t.Dims))
+		return nil
+	}
+	return (&gpu.Weight{DType: gpu.F32, Rows: 1, Cols: len(data) / 4, Data: data}).Float32s()
+}
 
 // has reports whether <arch>.key is present.
 func (g *ggufKeys) has(key string) bool { return g.f.Has(g.arch + "." + key) }
@@ -197,20 +339,35 @@ func ggufConfig(f *gguf.File) (*Config, ggufArch, error) {
 		}
 	}
 	ropeScaling(g, raw)
-	for _, key := range []string{"bos_token_id", "eos_token_id"} {
+	if f.Has("tokenizer.ggml.bos_token_id") {
+		v, err := f.Int("tokenizer.ggml.bos_token_id")
+		g.fail(err)
+		raw["bos_token_id"] = float64(v)
+	}
+	// Generation ends at EOS and, as in llama.cpp, at end-of-turn and
+	// end-of-message tokens (a chat model's generation_config.json lists
+	// them among its eos ids).
+	var eos []any
+	for _, key := range []string{"eos_token_id", "eot_token_id", "eom_token_id"} {
 		if k := "tokenizer.ggml." + key; f.Has(k) {
 			v, err := f.Int(k)
 			g.fail(err)
-			raw[key] = float64(v)
+			if !slices.Contains(eos, any(float64(v))) {
+				eos = append(eos, float64(v))
+			}
 		}
 	}
+	if eos != nil {
+		raw["eos_token_id"] = eos
+	}
+	c := &Config{Path: f.Path, raw: raw}
 	if a.config != nil {
-		a.config(g, raw)
+		a.config(g, c)
 	}
 	if g.err != nil {
 		return nil, a, fmt.Errorf("%s: %w", f.Path, g.err)
 	}
-	return &Config{Path: f.Path, raw: raw}, a, nil
+	return c, a, nil
 }
 
 // ropeScaling translates <arch>.rope.scaling.* (and the older
@@ -266,6 +423,9 @@ func openGGUF(path string) (*Config, *ggufSource, error) {
 	heads, _ := cfg.Int("num_attention_heads", 0)
 	kvHeads, _ := cfg.Int("num_key_value_heads", heads)
 	for _, t := range f.Tensors() {
+		if slices.Contains(arch.configTensors, t.Name) || (t.Name == "rope_freqs.weight" && cfg.ropeFactors != nil) {
+			continue
+		}
 		hf, ok := arch.hfName(t.Name)
 		if !ok {
 			f.Close()
