@@ -139,6 +139,14 @@ func ggufBlockName(arch, hf string) string {
 // out; extra metadata entries are appended.
 func toGGUF(t *testing.T, dir, out string, extra ...ggufKV) {
 	t.Helper()
+	kvs, tensors := convertHF(t, dir)
+	writeGGUF(t, out, append(kvs, extra...), tensors)
+}
+
+// convertHF returns the metadata and tensors of the GGUF file the
+// converter writes for the Hugging Face checkpoint in dir.
+func convertHF(t *testing.T, dir string) ([]ggufKV, []ggufTensorOut) {
+	t.Helper()
 	c, err := model.ReadConfig(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -186,8 +194,6 @@ func toGGUF(t *testing.T, dir, out string, extra ...ggufKV) {
 		kvs = append(kvs, ggufKV{a("attn_logit_softcapping"), float32(num("attn_logit_softcapping", 50))},
 			ggufKV{a("final_logit_softcapping"), float32(num("final_logit_softcapping", 30))})
 	}
-	kvs = append(kvs, extra...)
-
 	st, err := safetensors.Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -244,7 +250,7 @@ func toGGUF(t *testing.T, dir, out string, extra ...ggufKV) {
 		}
 		tensors = append(tensors, ggufTensorOut{name: gname + "." + kind, typ: typ, dims: dims, data: data})
 	}
-	writeGGUF(t, out, kvs, tensors)
+	return kvs, tensors
 }
 
 // permuteRows is the converter's LlamaModel.permute on rows of any size:

@@ -508,7 +508,7 @@ func (s *ggufSource) Tensor(name string) (*srcTensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &srcTensor{Shape: make([]int, len(info.Dims)), File: s.f.Path}
+	t := &srcTensor{Stored: gname, Shape: make([]int, len(info.Dims)), File: s.f.Path}
 	for i, d := range info.Dims {
 		t.Shape[len(info.Dims)-1-i] = int(d)
 	}

@@ -454,7 +454,11 @@ func (w *Weights) tensor(name string, shape ...int) *srcTensor {
 		return nil
 	}
 	if !equalShape(t.Shape, shape) {
-		w.err = fmt.Errorf("%s: tensor %q has shape %v, the config implies %v", filepath.Base(t.File), name, t.Shape, shape)
+		what := fmt.Sprintf("%q", name)
+		if t.Stored != "" {
+			what += fmt.Sprintf(" (%s in the file, whose ne lists the dimensions in reverse)", t.Stored)
+		}
+		w.err = fmt.Errorf("%s: tensor %s has shape %v, the config implies %v", filepath.Base(t.File), what, t.Shape, shape)
 		return nil
 	}
 	n := int64(1)

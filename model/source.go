@@ -35,10 +35,13 @@ type tensorSource interface {
 // srcTensor is one tensor of a tensorSource. Data may alias a read-only
 // file mapping: it must not be written to and is invalid after Close.
 type srcTensor struct {
-	DType gpu.DType
-	Shape []int  // row-major, Hugging Face order
-	Data  []byte // little-endian, product(Shape) * DType.Size() bytes
-	File  string // the file holding it, for messages
+	// Stored is the tensor's name in the file when it differs from the
+	// Hugging Face name it was asked for ("" otherwise).
+	Stored string
+	DType  gpu.DType
+	Shape  []int  // row-major, Hugging Face order
+	Data   []byte // little-endian, product(Shape) * DType.Size() bytes
+	File   string // the file holding it, for messages
 }
 
 // stSource adapts a safetensors checkpoint.
