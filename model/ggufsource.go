@@ -627,11 +627,13 @@ func (s *ggufSource) DropPages(data []byte) {
 // splitGGUF matches the shards of a split GGUF model.
 var splitGGUF = regexp.MustCompile(`-\d{5}-of-\d{5}\.gguf$`)
 
-// ggufFileOf says whether path names a GGUF checkpoint: a file (GGUF by
-// its content, whatever its name), or a folder without config.json that
-// holds exactly one *.gguf file. "" means a Hugging Face folder (or
-// nothing loadable: ReadConfig then says why).
-func ggufFileOf(path string) (string, error) {
+// GGUFFile returns the GGUF file a model path names, as LoadWith reads
+// it: path itself when it is a file (GGUF or not: loading then says), or
+// the one *.gguf file of a folder without config.json. It returns "" for a
+// Hugging Face folder (or a path that does not exist), and an error for a
+// folder with several GGUF files or a split GGUF model, which troupe does
+// not load.
+func GGUFFile(path string) (string, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return "", nil // ReadConfig reports it

@@ -250,7 +250,7 @@ func (r *Registry) LoadContext(ctx context.Context, dir string, progress func(do
 // (ggufsource.go): F32, F16 and BF16 weights keep their dtype, quantized
 // ones are dequantized to F32 as they are loaded.
 func (r *Registry) LoadWith(ctx context.Context, path string, opts LoadOptions) (Model, error) {
-	file, err := ggufFileOf(path)
+	file, err := GGUFFile(path)
 	if err != nil {
 		return nil, err
 	}
