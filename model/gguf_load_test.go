@@ -132,6 +132,7 @@ func TestGGUFRopeScaling(t *testing.T) {
 		{name: "phi3-longrope", arch: "phi3",
 			set: map[string]any{"max_position_embeddings": 2048, "original_max_position_embeddings": 256,
 				"rope_scaling": map[string]any{"type": "longrope", "long_factor": floatsOf(longF), "short_factor": floatsOf(shortF)}},
+			kvs:     []ggufKV{{"phi3.rope.scaling.type", "longrope"}},
 			tensors: []ggufTensorOut{f32Tensor("rope_factors_long.weight", longF), f32Tensor("rope_factors_short.weight", shortF)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -158,6 +158,9 @@ func phi3GGUFConfig(g *ggufKeys, c *Config) {
 	if long != short {
 		g.fail(fmt.Errorf("a phi3 file needs both rope_factors_long and rope_factors_short, or neither"))
 	}
+	if kind, _ := g.f.String(g.arch + ".rope.scaling.type"); (kind == "longrope" || kind == "su") && !long {
+		g.fail(fmt.Errorf("%s.rope.scaling.type is %q but the file has no rope_factors_long/short tensors", g.arch, kind))
+	}
 	if long {
 		c.raw["rope_scaling"] = map[string]any{"type": "longrope",
 			"long_factor": floatList(g.f32Tensor("rope_factors_long.weight")), "short_factor": floatList(g.f32Tensor("rope_factors_short.weight"))}
@@ -381,9 +384,11 @@ func ropeScaling(g *ggufKeys, raw map[string]any) {
 	} else if g.has("rope.scale_linear") {
 		kind = "linear"
 	}
-	switch kind {
-	case "none":
-	case "linear":
+	switch {
+	case kind == "none":
+	case (kind == "longrope" || kind == "su") && g.arch == "phi3":
+		// phi3GGUFConfig reads the factors from their tensors.
+	case kind == "linear":
 		factor := g.float("rope.scaling.factor", g.float("rope.scale_linear", 1))
 		if factor != 1 {
 			raw["rope_scaling"] = map[string]any{"rope_type": "linear", "factor": factor}

@@ -194,20 +194,21 @@ func (r *Registry) Family(modelType string) (Family, bool) {
 	return f, ok
 }
 
-// Load opens the checkpoint in dir (config.json, generation_config.json,
-// model.safetensors or a sharded index) with the default registry.
-func Load(dir string) (Model, error) { return NewRegistry().Load(dir) }
+// Load opens the checkpoint at path (a Hugging Face folder with
+// config.json, generation_config.json, model.safetensors or a sharded
+// index; or a GGUF file, see Registry.LoadWith) with the default registry.
+func Load(path string) (Model, error) { return NewRegistry().Load(path) }
 
-// LoadContext opens the checkpoint in dir with every family registered,
+// LoadContext opens the checkpoint at path with every family registered,
 // reading the weights from disk first (see Registry.LoadContext).
-func LoadContext(ctx context.Context, dir string, progress func(done, total int64)) (Model, error) {
-	return NewRegistry().LoadContext(ctx, dir, progress)
+func LoadContext(ctx context.Context, path string, progress func(done, total int64)) (Model, error) {
+	return NewRegistry().LoadContext(ctx, path, progress)
 }
 
-// LoadWith opens the checkpoint in dir with every family registered (see
-// Registry.LoadWith).
-func LoadWith(ctx context.Context, dir string, opts LoadOptions) (Model, error) {
-	return NewRegistry().LoadWith(ctx, dir, opts)
+// LoadWith opens the checkpoint at path (a Hugging Face folder or a GGUF
+// file) with every family registered (see Registry.LoadWith).
+func LoadWith(ctx context.Context, path string, opts LoadOptions) (Model, error) {
+	return NewRegistry().LoadWith(ctx, path, opts)
 }
 
 // LoadOptions are the choices of Registry.LoadWith.
@@ -228,27 +229,30 @@ type LoadOptions struct {
 	Mmap bool
 }
 
-// Load opens the checkpoint in dir, with the weights copied into huge-page
-// memory as they are built (LoadOptions{}).
-func (r *Registry) Load(dir string) (Model, error) {
-	return r.LoadWith(context.Background(), dir, LoadOptions{})
+// Load opens the checkpoint at path, with the weights copied into
+// huge-page memory as they are built (LoadOptions{}).
+func (r *Registry) Load(path string) (Model, error) {
+	return r.LoadWith(context.Background(), path, LoadOptions{})
 }
 
-// LoadContext opens the checkpoint in dir and reads its weights from disk
-// once first (safetensors.Model.Prefault), reporting progress in bytes, so
-// a slow disk is paid for at load time rather than by the first request.
-// It stops when ctx is done.
-func (r *Registry) LoadContext(ctx context.Context, dir string, progress func(done, total int64)) (Model, error) {
-	return r.LoadWith(ctx, dir, LoadOptions{Prefault: true, Progress: progress})
+// LoadContext opens the checkpoint at path and reads its weights from disk
+// once first (LoadOptions.Prefault), reporting progress in bytes, so a slow
+// disk is paid for at load time rather than by the first request. It stops
+// when ctx is done.
+func (r *Registry) LoadContext(ctx context.Context, path string, progress func(done, total int64)) (Model, error) {
+	return r.LoadWith(ctx, path, LoadOptions{Prefault: true, Progress: progress})
 }
 
 // LoadWith opens the checkpoint at path as opts say. path is a Hugging
 // Face folder (config.json, generation_config.json, model.safetensors or a
 // sharded index), a GGUF file, or a folder without config.json holding
-// exactly one GGUF file. A GGUF file's hyperparameters come from its
-// metadata and its tensors are read under their Hugging Face names
-// (ggufsource.go): F32, F16 and BF16 weights keep their dtype, quantized
-// ones are dequantized to F32 as they are loaded.
+// exactly one GGUF file (GGUFFile). A GGUF file's hyperparameters come from
+// its metadata (general.architecture llama, qwen2, qwen3, phi3, gemma2 or
+// gemma3) and its tensors are read under their Hugging Face names: F32,
+// F16 and BF16 weights keep their dtype, quantized ones (the types
+// gpu/ref.Dequantize knows) are dequantized to F32 as they are loaded, at
+// 4 bytes per parameter whatever the file's size. BOS and EOS come from
+// the tokenizer.ggml.* ids; a GGUF model has no generation_config.json.
 func (r *Registry) LoadWith(ctx context.Context, path string, opts LoadOptions) (Model, error) {
 	file, err := GGUFFile(path)
 	if err != nil {
