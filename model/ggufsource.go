@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/troupe-ai/troupe/gguf"
@@ -530,7 +532,7 @@ func (s *ggufSource) Tensor(name string) (*srcTensor, error) {
 			return nil, fmt.Errorf("%s: tensor %q: type %v cannot be loaded (supported: %v)", s.f.Path, gname, info.Type, ref.DequantizableTypes())
 		}
 		vals := make([]float32, info.Elements())
-		if err := ref.DequantizeInto(vals, info.Type, data); err != nil {
+		if err := dequantize(vals, info.Type, data, int(info.Rows())); err != nil {
 			return nil, fmt.Errorf("%s: tensor %q: %w", s.f.Path, gname, err)
 		}
 		t.DType, data, owned = gpu.F32, f32Bytes(vals), true
@@ -553,6 +555,29 @@ func (s *ggufSource) Tensor(name string) (*srcTensor, error) {
 		s.mapped[&data[0]] = true
 	}
 	return t, nil
+}
+
+// dequantize is gpu/ref.DequantizeInto over the rows rows of data, split
+// across GOMAXPROCS goroutines (the reference dequantizers are plain Go;
+// loading a multi-gigabyte file one core at a time takes minutes).
+func dequantize(dst []float32, t gguf.GGMLType, data []byte, rows int) error {
+	workers := min(runtime.GOMAXPROCS(0), rows, len(dst)/(1<<16)+1)
+	if workers <= 1 || len(dst)%rows != 0 || len(data)%rows != 0 {
+		return ref.DequantizeInto(dst, t, data)
+	}
+	rowLen, rowBytes := len(dst)/rows, len(data)/rows
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		r0, r1 := rows*w/workers, rows*(w+1)/workers
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[w] = ref.DequantizeInto(dst[r0*rowLen:r1*rowLen], t, data[r0*rowBytes:r1*rowBytes])
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // f32Bytes views v as its little-endian bytes (every platform troupe
