@@ -2,11 +2,13 @@ package model
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/troupe-ai/troupe/gguf"
 	"github.com/troupe-ai/troupe/gpu"
 	"github.com/troupe-ai/troupe/internal/hugemem"
 	"github.com/troupe-ai/troupe/kvcache"
@@ -264,6 +266,9 @@ func (r *Registry) LoadWith(ctx context.Context, path string, opts LoadOptions) 
 	)
 	if file != "" {
 		c, s, err := openGGUF(file)
+		if errors.Is(err, gguf.ErrBadMagic) {
+			return nil, fmt.Errorf("%s is not a model: give a Hugging Face model folder (config.json, *.safetensors) or a GGUF file: %w", file, err)
+		}
 		if err != nil {
 			return nil, err
 		}
