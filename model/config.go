@@ -16,6 +16,10 @@ import (
 type Config struct {
 	Path string
 	raw  map[string]any
+	// ropeFactors divide the rotary inverse frequencies: how a GGUF file
+	// stores llama3 rope scaling (its rope_freqs tensor). nil for
+	// config.json.
+	ropeFactors []float32
 }
 
 // ReadConfig reads dir/config.json, accepting the bare Infinity and NaN that

@@ -1,4 +1,5 @@
-// Package model loads Hugging Face checkpoints and runs their forward pass.
+// Package model loads Hugging Face checkpoints and GGUF files and runs their
+// forward pass.
 //
 // The loader is deliberately dull: config.json is read leniently (Python's
 // bare Infinity and NaN are accepted) with each family's transformers class
@@ -6,6 +7,17 @@
 // reader, memory-mapped and kept in their stored dtype; every tensor is
 // checked against the shape the config implies, and any mismatch is an error
 // naming the file and the tensor.
+//
+// GGUF files (llama.cpp's format) load through the same families:
+// ggufsource.go translates the metadata under general.architecture into
+// the config.json the file was converted from, and hands out its tensors
+// under their Hugging Face names and in Hugging Face layout, undoing what
+// llama.cpp's converter changed (llama's attn_q/attn_k rows permuted for
+// adjacent-pair rope, Gemma's norms stored as 1 + w, llama3 rope scaling
+// stored as a rope_freqs tensor). Quantized tensors are dequantized to
+// float32 at load with gpu/ref's reference dequantizers, so a quantized file
+// runs at float32 speed and memory until the quantized kernels exist.
+// Weights does not know which format a tensor came from (tensorSource).
 //
 // One file per architecture family declares how its config maps onto the
 // shared building blocks (block.go: attention over paged KV, the gated MLP,

@@ -79,6 +79,11 @@ func readDecoderConfig(c *Config, d defaults) (decoderConfig, error) {
 	if err != nil {
 		return cfg, errorf(c, "%v", err)
 	}
+	if c.ropeFactors != nil {
+		if err := rope.divideFreqs(c.ropeFactors); err != nil {
+			return cfg, errorf(c, "%v", err)
+		}
+	}
 	cfg.attnScale = defaultAttnScale(cfg.headDim)
 	cfg.window = make([]int, cfg.layers)
 	cfg.rope = make([]*Rope, cfg.layers)

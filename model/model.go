@@ -2,11 +2,13 @@ package model
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/troupe-ai/troupe/gguf"
 	"github.com/troupe-ai/troupe/gpu"
 	"github.com/troupe-ai/troupe/internal/hugemem"
 	"github.com/troupe-ai/troupe/kvcache"
@@ -194,20 +196,21 @@ func (r *Registry) Family(modelType string) (Family, bool) {
 	return f, ok
 }
 
-// Load opens the checkpoint in dir (config.json, generation_config.json,
-// model.safetensors or a sharded index) with the default registry.
-func Load(dir string) (Model, error) { return NewRegistry().Load(dir) }
+// Load opens the checkpoint at path (a Hugging Face folder with
+// config.json, generation_config.json, model.safetensors or a sharded
+// index; or a GGUF file, see Registry.LoadWith) with the default registry.
+func Load(path string) (Model, error) { return NewRegistry().Load(path) }
 
-// LoadContext opens the checkpoint in dir with every family registered,
+// LoadContext opens the checkpoint at path with every family registered,
 // reading the weights from disk first (see Registry.LoadContext).
-func LoadContext(ctx context.Context, dir string, progress func(done, total int64)) (Model, error) {
-	return NewRegistry().LoadContext(ctx, dir, progress)
+func LoadContext(ctx context.Context, path string, progress func(done, total int64)) (Model, error) {
+	return NewRegistry().LoadContext(ctx, path, progress)
 }
 
-// LoadWith opens the checkpoint in dir with every family registered (see
-// Registry.LoadWith).
-func LoadWith(ctx context.Context, dir string, opts LoadOptions) (Model, error) {
-	return NewRegistry().LoadWith(ctx, dir, opts)
+// LoadWith opens the checkpoint at path (a Hugging Face folder or a GGUF
+// file) with every family registered (see Registry.LoadWith).
+func LoadWith(ctx context.Context, path string, opts LoadOptions) (Model, error) {
+	return NewRegistry().LoadWith(ctx, path, opts)
 }
 
 // LoadOptions are the choices of Registry.LoadWith.
@@ -228,55 +231,92 @@ type LoadOptions struct {
 	Mmap bool
 }
 
-// Load opens the checkpoint in dir, with the weights copied into huge-page
-// memory as they are built (LoadOptions{}).
-func (r *Registry) Load(dir string) (Model, error) {
-	return r.LoadWith(context.Background(), dir, LoadOptions{})
+// Load opens the checkpoint at path, with the weights copied into
+// huge-page memory as they are built (LoadOptions{}).
+func (r *Registry) Load(path string) (Model, error) {
+	return r.LoadWith(context.Background(), path, LoadOptions{})
 }
 
-// LoadContext opens the checkpoint in dir and reads its weights from disk
-// once first (safetensors.Model.Prefault), reporting progress in bytes, so
-// a slow disk is paid for at load time rather than by the first request.
-// It stops when ctx is done.
-func (r *Registry) LoadContext(ctx context.Context, dir string, progress func(done, total int64)) (Model, error) {
-	return r.LoadWith(ctx, dir, LoadOptions{Prefault: true, Progress: progress})
+// LoadContext opens the checkpoint at path and reads its weights from disk
+// once first (LoadOptions.Prefault), reporting progress in bytes, so a slow
+// disk is paid for at load time rather than by the first request. It stops
+// when ctx is done.
+func (r *Registry) LoadContext(ctx context.Context, path string, progress func(done, total int64)) (Model, error) {
+	return r.LoadWith(ctx, path, LoadOptions{Prefault: true, Progress: progress})
 }
 
-// LoadWith opens the checkpoint in dir as opts say.
-func (r *Registry) LoadWith(ctx context.Context, dir string, opts LoadOptions) (Model, error) {
-	cfg, err := ReadConfig(dir)
+// LoadWith opens the checkpoint at path as opts say. path is a Hugging
+// Face folder (config.json, generation_config.json, model.safetensors or a
+// sharded index), a GGUF file, or a folder without config.json holding
+// exactly one GGUF file (GGUFFile). A GGUF file's hyperparameters come from
+// its metadata (general.architecture llama, qwen2, qwen3, phi3, gemma2 or
+// gemma3) and its tensors are read under their Hugging Face names: F32,
+// F16 and BF16 weights keep their dtype, quantized ones (the types
+// gpu/ref.Dequantize knows) are dequantized to F32 as they are loaded, at
+// 4 bytes per parameter whatever the file's size. BOS and EOS come from
+// the tokenizer.ggml.* ids; a GGUF model has no generation_config.json.
+func (r *Registry) LoadWith(ctx context.Context, path string, opts LoadOptions) (Model, error) {
+	file, err := GGUFFile(path)
 	if err != nil {
 		return nil, err
 	}
+	var (
+		cfg *Config
+		src tensorSource
+	)
+	if file != "" {
+		c, s, err := openGGUF(file)
+		if errors.Is(err, gguf.ErrBadMagic) {
+			return nil, fmt.Errorf("%s is not a model: give a Hugging Face model folder (config.json, *.safetensors) or a GGUF file: %w", file, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		cfg, src, path = c, s, file
+	} else {
+		if cfg, err = ReadConfig(path); err != nil {
+			return nil, err
+		}
+	}
+	closeSrc := func() {
+		if src != nil {
+			src.Close()
+		}
+	}
 	mt, err := cfg.String("model_type", "")
 	if err != nil {
+		closeSrc()
 		return nil, err
 	}
 	fam, ok := r.families[mt]
 	if !ok {
+		closeSrc()
 		arch := ""
 		if a, ok := cfg.Raw("architectures").([]any); ok && len(a) > 0 {
 			arch, _ = a[0].(string)
 		}
 		return nil, fmt.Errorf("%s: unknown architecture %q (model_type %q); supported model types: %s", cfg.Path, arch, mt, strings.Join(r.ModelTypes(), ", "))
 	}
-	st, err := safetensors.Open(dir)
-	if err != nil {
-		return nil, err
+	if src == nil {
+		st, err := safetensors.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		src = stSource{st}
 	}
 	if opts.Prefault {
-		if err := st.Prefault(ctx, opts.Progress); err != nil {
-			st.Close()
-			return nil, fmt.Errorf("reading %s: %w", dir, err)
+		if err := src.Prefault(ctx, opts.Progress); err != nil {
+			src.Close()
+			return nil, fmt.Errorf("reading %s: %w", path, err)
 		}
 	}
-	w := &Weights{Dir: dir, st: st}
+	w := &Weights{Dir: path, st: src, gguf: file != ""}
 	if !opts.Mmap {
 		// Room for every tensor of the files, each rounded up to the
 		// arena's alignment; only the pages written are committed.
-		if w.arena, err = hugemem.New(st.Bytes() + int64(len(st.Names()))*64 + hugemem.PageSize); err != nil {
-			st.Close()
-			return nil, fmt.Errorf("%s: weight memory: %w", dir, err)
+		if w.arena, err = hugemem.New(src.Bytes() + int64(src.Count())*64 + hugemem.PageSize); err != nil {
+			src.Close()
+			return nil, fmt.Errorf("%s: weight memory: %w", path, err)
 		}
 	}
 	m, err := fam.Load(cfg, w)
@@ -288,9 +328,9 @@ func (r *Registry) LoadWith(ctx context.Context, dir string, opts LoadOptions) (
 		// Every matrix now lives in the arena: seal it and unmap the files.
 		if err := w.arena.Seal(); err != nil {
 			m.Close()
-			return nil, fmt.Errorf("%s: %w", dir, err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		if err := st.Close(); err != nil {
+		if err := src.Close(); err != nil {
 			m.Close()
 			return nil, err
 		}
@@ -304,9 +344,12 @@ func readInfo(c *Config, w *Weights, arch string, vocab, hidden, layers, maxPos 
 	if err := w.Err(); err != nil {
 		return Info{}, err
 	}
-	gen, err := ReadGenerationConfig(w.Dir)
-	if err != nil {
-		return Info{}, err
+	gen := &GenerationConfig{}
+	var err error
+	if !w.gguf {
+		if gen, err = ReadGenerationConfig(w.Dir); err != nil {
+			return Info{}, err
+		}
 	}
 	eos := gen.EOS
 	if eos == nil {
@@ -326,8 +369,10 @@ func readInfo(c *Config, w *Weights, arch string, vocab, hidden, layers, maxPos 
 
 // Weights wraps the checkpoint's tensors with shape-checked accessors.
 type Weights struct {
+	// Dir is the checkpoint: its folder, or the GGUF file.
 	Dir    string
-	st     *safetensors.Model
+	st     tensorSource
+	gguf   bool           // st is a GGUF file: no generation_config.json
 	arena  *hugemem.Arena // where matrices are copied; nil: they stay mapped
 	err    error
 	params int64
@@ -408,7 +453,7 @@ func (w *Weights) OptMatrix(name string, rows, cols int) *gpu.Weight {
 // Has reports whether the checkpoint holds tensor name.
 func (w *Weights) Has(name string) bool { return w.st.Has(name) }
 
-func (w *Weights) tensor(name string, shape ...int) *safetensors.Tensor {
+func (w *Weights) tensor(name string, shape ...int) *srcTensor {
 	if w.err != nil {
 		return nil
 	}
@@ -418,7 +463,11 @@ func (w *Weights) tensor(name string, shape ...int) *safetensors.Tensor {
 		return nil
 	}
 	if !equalShape(t.Shape, shape) {
-		w.err = fmt.Errorf("%s: tensor %q has shape %v, config.json implies %v", filepath.Base(t.File), name, t.Shape, shape)
+		what := fmt.Sprintf("%q", name)
+		if t.Stored != "" {
+			what += fmt.Sprintf(" (%s in the file, whose ne lists the dimensions in reverse)", t.Stored)
+		}
+		w.err = fmt.Errorf("%s: tensor %s has shape %v, the config implies %v", filepath.Base(t.File), what, t.Shape, shape)
 		return nil
 	}
 	n := int64(1)

@@ -88,6 +88,27 @@ func NewRope(base float64, dim, maxPos, origMax int, scaling *Config) (*Rope, er
 	return r, nil
 }
 
+// divideFreqs divides each inverse frequency by its factor, as llama.cpp
+// applies a rope_freqs tensor (llama3 scaling as the GGUF converter stores
+// it). Only plain RoPE can take factors.
+func (r *Rope) divideFreqs(factors []float32) error {
+	if r.kind != "default" {
+		return fmt.Errorf("rope frequency factors cannot be combined with %s rope scaling", r.kind)
+	}
+	if len(factors) != len(r.invFreq) {
+		return fmt.Errorf("%d rope frequency factors for %d frequencies", len(factors), len(r.invFreq))
+	}
+	inv := make([]float32, len(r.invFreq))
+	for i, f := range factors {
+		if !(f > 0) {
+			return fmt.Errorf("rope frequency factor %d is %g, want > 0", i, f)
+		}
+		inv[i] = r.invFreq[i] / f
+	}
+	r.invFreq = inv
+	return nil
+}
+
 func floats(c *Config, key string, n int) ([]float64, error) {
 	list, ok := c.Raw(key).([]any)
 	if !ok || len(list) != n {

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/troupe-ai/troupe/internal/fixtures"
+)
+
+// TestGenerateGGUF: generate takes a GGUF file for --model and continues
+// the fixtures' prompt with llama.cpp's greedy ids (the F16 llama file,
+// whose 16 steps are all decided by a clear margin); --prompt, which needs
+// a tokenizer, says that GGUF tokenizers are not read yet.
+func TestGenerateGGUF(t *testing.T) {
+	manPath := fixtures.Path(t, "gguf", "manifest.json")
+	data, err := os.ReadFile(manPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type fileEntry struct {
+		File               string  `json:"file"`
+		GreedyIDs          []int32 `json:"greedy_ids"`
+		GreedyStepsChecked int     `json:"greedy_steps_checked"`
+	}
+	var man struct {
+		Prompt struct{ IDs []int32 } `json:"prompt"`
+		Files  []fileEntry           `json:"files"`
+	}
+	if err := json.Unmarshal(data, &man); err != nil {
+		t.Fatal(err)
+	}
+	const file = "llama/llama-f16.gguf"
+	i := slices.IndexFunc(man.Files, func(f fileEntry) bool { return f.File == file })
+	if i < 0 {
+		t.Fatalf("%s does not list %s", manPath, file)
+	}
+	fx := man.Files[i]
+	ids := make([]string, len(man.Prompt.IDs))
+	for i, id := range man.Prompt.IDs {
+		ids[i] = strconv.Itoa(int(id))
+	}
+	path := filepath.Join(filepath.Dir(manPath), file)
+	n := fx.GreedyStepsChecked
+	out, err := runCLI(t, "generate", "--model", path, "--prompt-ids", strings.Join(ids, ","), "--max-tokens", strconv.Itoa(n),
+		"--ignore-eos", "--json", "--threads", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct{ IDs []int32 }
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	if !slices.Equal(got.IDs, fx.GreedyIDs[:n]) {
+		t.Errorf("greedy ids\n got %v\nwant %v (llama.cpp)", got.IDs, fx.GreedyIDs[:n])
+	}
+	if _, err := runCLI(t, "generate", "--model", path, "--prompt", "One day"); err == nil || !strings.Contains(err.Error(), "GGUF") || !strings.Contains(err.Error(), "--prompt-ids") {
+		t.Errorf("--prompt with a GGUF model: %v", err)
+	}
+}

@@ -1,0 +1,268 @@
+package model_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/troupe-ai/troupe/gguf"
+	"github.com/troupe-ai/troupe/gpu"
+	"github.com/troupe-ai/troupe/model"
+	"github.com/troupe-ai/troupe/model/safetensors"
+)
+
+// This file writes GGUF files for the tests: a minimal GGUF v3 writer and
+// a converter from a Hugging Face checkpoint that lays the file out as
+// llama.cpp's convert_hf_to_gguf.py does (tensor names, metadata keys,
+// llama's Q/K row permutation, Gemma's norms stored as 1 + w), keeping each
+// tensor's dtype. It covers the families that have no llama.cpp-written
+// fixture: what it checks is that the loader undoes what the converter
+// does, against transformers' logits.
+
+// ggufKV is one metadata entry: a string, uint32, float32 or bool value.
+type ggufKV struct {
+	key string
+	val any
+}
+
+// ggufTensorOut is one tensor to write; dims are ggml's ne (fastest first).
+type ggufTensorOut struct {
+	name string
+	typ  gguf.GGMLType
+	dims []int64
+	data []byte
+}
+
+// writeGGUF writes a GGUF v3 file with alignment 32.
+func writeGGUF(t *testing.T, path string, kvs []ggufKV, tensors []ggufTensorOut) {
+	t.Helper()
+	var b bytes.Buffer
+	le := binary.LittleEndian
+	u32 := func(v uint32) { b.Write(le.AppendUint32(nil, v)) }
+	u64 := func(v uint64) { b.Write(le.AppendUint64(nil, v)) }
+	str := func(s string) { u64(uint64(len(s))); b.WriteString(s) }
+	b.WriteString("GGUF")
+	u32(3)
+	u64(uint64(len(tensors)))
+	u64(uint64(len(kvs)))
+	for _, kv := range kvs {
+		str(kv.key)
+		switch v := kv.val.(type) {
+		case uint32:
+			u32(4)
+			u32(v)
+		case float32:
+			u32(6)
+			u32(math.Float32bits(v))
+		case bool:
+			u32(7)
+			if v {
+				b.WriteByte(1)
+			} else {
+				b.WriteByte(0)
+			}
+		case string:
+			u32(8)
+			str(v)
+		default:
+			t.Fatalf("writeGGUF: %s: unsupported value %T", kv.key, kv.val)
+		}
+	}
+	align := func(n int) int { return (n + 31) &^ 31 }
+	off := 0
+	for _, ts := range tensors {
+		str(ts.name)
+		u32(uint32(len(ts.dims)))
+		for _, d := range ts.dims {
+			u64(uint64(d))
+		}
+		u32(uint32(ts.typ))
+		u64(uint64(off))
+		off = align(off + len(ts.data))
+	}
+	b.Write(make([]byte, align(b.Len())-b.Len()))
+	start := b.Len()
+	for _, ts := range tensors {
+		b.Write(ts.data)
+		b.Write(make([]byte, align(b.Len()-start)-(b.Len()-start)))
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ggufArchOf is the general.architecture the converter writes for a
+// model_type.
+func ggufArchOf(modelType string) string {
+	switch modelType {
+	case "mistral":
+		return "llama"
+	case "gemma3_text":
+		return "gemma3"
+	}
+	return modelType
+}
+
+// ggufBlockName maps a Hugging Face per-layer tensor (after
+// "model.layers.N.", without .weight/.bias) to its GGUF name.
+func ggufBlockName(arch, hf string) string {
+	gemma := strings.HasPrefix(arch, "gemma")
+	switch hf {
+	case "input_layernorm":
+		return "attn_norm"
+	case "post_attention_layernorm":
+		if gemma {
+			return "post_attention_norm"
+		}
+		return "ffn_norm"
+	case "pre_feedforward_layernorm":
+		return "ffn_norm"
+	case "post_feedforward_layernorm":
+		return "post_ffw_norm"
+	case "self_attn.qkv_proj":
+		return "attn_qkv"
+	case "mlp.gate_up_proj":
+		return "ffn_up"
+	}
+	return map[string]string{
+		"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+		"self_attn.o_proj": "attn_output", "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
+		"mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+	}[hf]
+}
+
+// toGGUF converts the Hugging Face checkpoint in dir into a GGUF file at
+// out; extra metadata entries are appended.
+func toGGUF(t *testing.T, dir, out string, extra ...ggufKV) {
+	t.Helper()
+	kvs, tensors := convertHF(t, dir)
+	writeGGUF(t, out, append(kvs, extra...), tensors)
+}
+
+// convertHF returns the metadata and tensors of the GGUF file the
+// converter writes for the Hugging Face checkpoint in dir.
+func convertHF(t *testing.T, dir string) ([]ggufKV, []ggufTensorOut) {
+	t.Helper()
+	c, err := model.ReadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	num := func(key string, def float64) float64 {
+		v, err := c.Float(key, def)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	mt, _ := c.String("model_type", "")
+	arch := ggufArchOf(mt)
+	hidden, heads := int(num("hidden_size", 0)), int(num("num_attention_heads", 0))
+	kvHeads := int(num("num_key_value_heads", float64(heads)))
+	headDim := int(num("head_dim", float64(hidden/heads)))
+	a := func(k string) string { return arch + "." + k }
+	kvs := []ggufKV{
+		{"general.architecture", arch},
+		{a("block_count"), uint32(num("num_hidden_layers", 0))},
+		{a("context_length"), uint32(num("max_position_embeddings", 0))},
+		{a("embedding_length"), uint32(hidden)},
+		{a("feed_forward_length"), uint32(num("intermediate_size", 0))},
+		{a("attention.head_count"), uint32(heads)},
+		{a("attention.head_count_kv"), uint32(kvHeads)},
+		{a("rope.freq_base"), float32(num("rope_theta", 10000))},
+		{a("attention.layer_norm_rms_epsilon"), float32(num("rms_norm_eps", 1e-6))},
+		{"tokenizer.ggml.bos_token_id", uint32(num("bos_token_id", 1))},
+		{"tokenizer.ggml.eos_token_id", uint32(num("eos_token_id", 2))},
+	}
+	if c.Has("head_dim") {
+		kvs = append(kvs, ggufKV{a("attention.key_length"), uint32(headDim)}, ggufKV{a("attention.value_length"), uint32(headDim)})
+	}
+	switch arch {
+	case "llama", "phi3":
+		kvs = append(kvs, ggufKV{a("rope.dimension_count"), uint32(float64(headDim) * num("partial_rotary_factor", 1))})
+	}
+	if c.Has("sliding_window") && arch != "llama" && arch != "qwen2" && arch != "qwen3" {
+		kvs = append(kvs, ggufKV{a("attention.sliding_window"), uint32(num("sliding_window", 0))})
+	}
+	if arch == "phi3" && c.Has("original_max_position_embeddings") {
+		kvs = append(kvs, ggufKV{a("rope.scaling.original_context_length"), uint32(num("original_max_position_embeddings", 0))})
+	}
+	if arch == "gemma2" {
+		kvs = append(kvs, ggufKV{a("attn_logit_softcapping"), float32(num("attn_logit_softcapping", 50))},
+			ggufKV{a("final_logit_softcapping"), float32(num("final_logit_softcapping", 30))})
+	}
+	st, err := safetensors.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var tensors []ggufTensorOut
+	for _, name := range st.Names() {
+		tn, err := st.Tensor(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base, kind := name[:strings.LastIndex(name, ".")], name[strings.LastIndex(name, ".")+1:]
+		var gname string
+		switch base {
+		case "model.embed_tokens":
+			gname = "token_embd"
+		case "model.norm":
+			gname = "output_norm"
+		case "lm_head":
+			gname = "output"
+		default:
+			var layer int
+			var rest string
+			if _, err := fmt.Sscanf(base, "model.layers.%d.", &layer); err != nil {
+				t.Fatalf("toGGUF: unexpected tensor %q", name)
+			}
+			rest = strings.SplitN(base, ".", 4)[3]
+			g := ggufBlockName(arch, rest)
+			if g == "" {
+				t.Fatalf("toGGUF: no GGUF name for %q", name)
+			}
+			gname = fmt.Sprintf("blk.%d.%s", layer, g)
+		}
+		data, dt := bytes.Clone(tn.Data), tn.DType
+		if arch == "llama" && (strings.HasSuffix(base, "q_proj") || strings.HasSuffix(base, "k_proj")) {
+			n := heads
+			if strings.HasSuffix(base, "k_proj") {
+				n = kvHeads
+			}
+			data = permuteRows(data, tn.Shape[0], n)
+		}
+		if strings.HasPrefix(arch, "gemma") && strings.HasSuffix(name, "norm.weight") {
+			w := (&gpu.Weight{DType: dt, Rows: 1, Cols: tn.Elements(), Data: data}).Float32s()
+			data = nil
+			for _, x := range w {
+				data = binary.LittleEndian.AppendUint32(data, math.Float32bits(x+1))
+			}
+			dt = gpu.F32
+		}
+		typ := map[gpu.DType]gguf.GGMLType{gpu.F32: gguf.F32, gpu.F16: gguf.F16, gpu.BF16: gguf.BF16}[dt]
+		dims := make([]int64, len(tn.Shape))
+		for i, d := range tn.Shape {
+			dims[len(dims)-1-i] = int64(d)
+		}
+		tensors = append(tensors, ggufTensorOut{name: gname + "." + kind, typ: typ, dims: dims, data: data})
+	}
+	return kvs, tensors
+}
+
+// permuteRows is the converter's LlamaModel.permute on rows of any size:
+// row h*hd + j*hd/2 + i (rotate-half order) moves to h*hd + 2i + j.
+func permuteRows(data []byte, rows, heads int) []byte {
+	hd, rb := rows/heads, len(data)/rows
+	out := make([]byte, len(data))
+	for r := 0; r < rows; r++ {
+		h, in := r/hd, r%hd
+		j, i := in/(hd/2), in%(hd/2)
+		dst := h*hd + 2*i + j
+		copy(out[dst*rb:(dst+1)*rb], data[r*rb:(r+1)*rb])
+	}
+	return out
+}
