@@ -2,7 +2,6 @@ package troupe
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 
@@ -14,27 +13,12 @@ import (
 )
 
 // ggufModel reports whether the model path names a GGUF model, and which
-// file holds its metadata: the path itself when it is a file (a .gguf, a
-// split set's first part, an Ollama blob), or the only GGUF model of a
-// folder that has no config.json. A folder with config.json is a Hugging
-// Face checkpoint.
+// file holds its metadata (model.GGUFFile: the path itself when it is a
+// file — a .gguf, a split set's first part, an Ollama blob — or the GGUF
+// model of a folder without config.json).
 func ggufModel(path string) (string, bool, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", false, err
-	}
-	if !st.IsDir() {
-		return path, true, nil
-	}
-	if _, err := os.Stat(filepath.Join(path, "config.json")); err == nil {
-		return "", false, nil
-	}
-	g, err := tokenizer.FindGGUF(path)
-	if err != nil {
-		// Neither: say what a model folder needs.
-		return "", false, fmt.Errorf("%s: no config.json (a Hugging Face checkpoint) and no GGUF model: %w", path, err)
-	}
-	return g, true, nil
+	file, err := model.GGUFFile(path)
+	return file, file != "", err
 }
 
 // loadGGUFAssets reads the tokenizer, chat templates and special tokens of

@@ -76,9 +76,15 @@ func TestGGUFAssets(t *testing.T) {
 			t.Errorf("%s: EOS %v lacks <|im_end|> %v", path, got.EOS, imEnd)
 		}
 	}
-	// A folder with neither config.json nor a GGUF says what it lacks.
-	l := &dirLoader{opts: Options{Model: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}}
-	if _, err := l.LoadAssets(context.Background()); err == nil || !strings.Contains(err.Error(), "no config.json") {
-		t.Errorf("empty folder: %v", err)
+	// A folder with two GGUF models says which.
+	two := t.TempDir()
+	for _, n := range []string{"a.gguf", "b.gguf"} {
+		if err := os.WriteFile(filepath.Join(two, n), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := &dirLoader{opts: Options{Model: two, Logger: slog.New(slog.DiscardHandler)}}
+	if _, err := l.LoadAssets(context.Background()); err == nil || !strings.Contains(err.Error(), "a.gguf, b.gguf") {
+		t.Errorf("two models: %v", err)
 	}
 }

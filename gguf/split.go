@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -50,6 +51,36 @@ func splitName(path string) (prefix string, no, count int, ok bool) {
 		return "", 0, 0, false
 	}
 	return dir + stem[:len(stem)-len(tail)], no, count, true
+}
+
+// Find returns the GGUF file of the model in folder dir: its only .gguf
+// file, or the first part of its only split set (the part that carries the
+// metadata). No .gguf file, or several models, is an error naming them.
+func Find(dir string) (string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("gguf: %w", err)
+	}
+	var names, firsts []string
+	for _, e := range ents {
+		n := e.Name()
+		if e.IsDir() || !strings.HasSuffix(strings.ToLower(n), ".gguf") {
+			continue
+		}
+		names = append(names, n)
+		if _, no, _, split := splitName(n); !split || no == 1 {
+			firsts = append(firsts, n)
+		}
+	}
+	switch {
+	case len(names) == 0:
+		return "", fmt.Errorf("gguf: %s has no .gguf file", dir)
+	case len(firsts) == 1:
+		return filepath.Join(dir, firsts[0]), nil
+	case len(firsts) == 0:
+		return "", fmt.Errorf("gguf: %s holds parts of a split GGUF set but not its first one (%s)", dir, strings.Join(names, ", "))
+	}
+	return "", fmt.Errorf("gguf: %s holds several GGUF models (%s): name the file", dir, strings.Join(firsts, ", "))
 }
 
 // splitInfo reads a file's split keys: its part index and the number of

@@ -276,3 +276,37 @@ func TestSplitSet(t *testing.T) {
 		t.Errorf("a renamed first part: %v", err)
 	}
 }
+
+func TestFind(t *testing.T) {
+	tests := []struct {
+		name  string
+		files []string
+		want  string // file name, or "error: substring"
+	}{
+		{"one file", []string{"model-q4_k_m.gguf", "README.md"}, "model-q4_k_m.gguf"},
+		{"split set", []string{"m-00002-of-00003.gguf", "m-00001-of-00003.gguf", "m-00003-of-00003.gguf"}, "m-00001-of-00003.gguf"},
+		{"none", []string{"config.json"}, "error: no .gguf file"},
+		{"two models", []string{"a.gguf", "b.gguf"}, "error: several GGUF models (a.gguf, b.gguf)"},
+		{"shards without the first", []string{"m-00002-of-00003.gguf"}, "error: not its first one"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range tc.files {
+				if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := Find(dir)
+			if want, ok := strings.CutPrefix(tc.want, "error: "); ok {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("Find = %q, %v; want an error containing %q", got, err, want)
+				}
+				return
+			}
+			if err != nil || got != filepath.Join(dir, tc.want) {
+				t.Fatalf("Find = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"os"
 	"strings"
 	"testing"
 
@@ -37,60 +36,31 @@ type ggufTensorOut struct {
 	data []byte
 }
 
-// writeGGUF writes a GGUF v3 file with alignment 32.
+// writeGGUF writes a GGUF v3 file (gguf.WriteFile).
 func writeGGUF(t *testing.T, path string, kvs []ggufKV, tensors []ggufTensorOut) {
 	t.Helper()
-	var b bytes.Buffer
-	le := binary.LittleEndian
-	u32 := func(v uint32) { b.Write(le.AppendUint32(nil, v)) }
-	u64 := func(v uint64) { b.Write(le.AppendUint64(nil, v)) }
-	str := func(s string) { u64(uint64(len(s))); b.WriteString(s) }
-	b.WriteString("GGUF")
-	u32(3)
-	u64(uint64(len(tensors)))
-	u64(uint64(len(kvs)))
+	var out []gguf.KV
 	for _, kv := range kvs {
-		str(kv.key)
-		switch v := kv.val.(type) {
+		var v gguf.Value
+		switch x := kv.val.(type) {
 		case uint32:
-			u32(4)
-			u32(v)
+			v = gguf.Uint32Value(x)
 		case float32:
-			u32(6)
-			u32(math.Float32bits(v))
+			v = gguf.Float32Value(x)
 		case bool:
-			u32(7)
-			if v {
-				b.WriteByte(1)
-			} else {
-				b.WriteByte(0)
-			}
+			v = gguf.BoolValue(x)
 		case string:
-			u32(8)
-			str(v)
+			v = gguf.StringValue(x)
 		default:
 			t.Fatalf("writeGGUF: %s: unsupported value %T", kv.key, kv.val)
 		}
+		out = append(out, gguf.KV{Key: kv.key, Value: v})
 	}
-	align := func(n int) int { return (n + 31) &^ 31 }
-	off := 0
-	for _, ts := range tensors {
-		str(ts.name)
-		u32(uint32(len(ts.dims)))
-		for _, d := range ts.dims {
-			u64(uint64(d))
-		}
-		u32(uint32(ts.typ))
-		u64(uint64(off))
-		off = align(off + len(ts.data))
+	ts := make([]gguf.WriteTensor, len(tensors))
+	for i, x := range tensors {
+		ts[i] = gguf.WriteTensor{Name: x.name, Dims: x.dims, Type: x.typ, Data: x.data}
 	}
-	b.Write(make([]byte, align(b.Len())-b.Len()))
-	start := b.Len()
-	for _, ts := range tensors {
-		b.Write(ts.data)
-		b.Write(make([]byte, align(b.Len()-start)-(b.Len()-start)))
-	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+	if err := gguf.WriteFile(path, out, ts, 0); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -266,7 +266,9 @@ func TestGGUFLoadErrors(t *testing.T) {
 // TestGGUFPaths: what a model path may name. A GGUF file, or a folder
 // without config.json holding one GGUF file, loads the GGUF; a folder with
 // config.json is a Hugging Face checkpoint even beside a GGUF file; two GGUF
-// files, split GGUF files and a file that is not GGUF are clear errors.
+// files and a file that is not GGUF are clear errors. (A file named as the
+// first part of a split set, without split keys, is one whole model; sets
+// are gguf's TestSplitSet.)
 func TestGGUFPaths(t *testing.T) {
 	hfDir := tinyHF(t, "llama", nil)
 	kvs, tensors := convertHF(t, hfDir)
@@ -300,8 +302,8 @@ func TestGGUFPaths(t *testing.T) {
 		{"a folder with one GGUF file", one, ""},
 		{"a Hugging Face folder beside a GGUF file", hfDir, ""},
 		{"a folder with two GGUF files", two, "a.gguf, b.gguf"},
-		{"a split GGUF file", split, "split GGUF"},
-		{"a folder holding a split GGUF file", filepath.Dir(split), "split GGUF"},
+		{"a file named as a first part", split, ""},
+		{"a folder holding it", filepath.Dir(split), ""},
 		{"a file that is not GGUF", notGGUF, "not a GGUF file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

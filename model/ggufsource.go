@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -654,44 +653,27 @@ func (s *ggufSource) DropPages(data []byte) {
 	}
 }
 
-// splitGGUF matches the shards of a split GGUF model.
-var splitGGUF = regexp.MustCompile(`-\d{5}-of-\d{5}\.gguf$`)
-
 // GGUFFile returns the GGUF file a model path names, as LoadWith reads
-// it: path itself when it is a file (GGUF or not: loading then says), or
-// the one *.gguf file of a folder without config.json. It returns "" for a
-// Hugging Face folder (or a path that does not exist), and an error for a
-// folder with several GGUF files or a split GGUF model, which troupe does
-// not load.
+// it: path itself when it is a file (GGUF or not: loading then says; the
+// first part of a split set opens the whole set), or the GGUF model of a
+// folder without config.json (gguf.Find). It returns "" for a Hugging Face
+// folder, a folder without a .gguf file, or a path that does not exist
+// (ReadConfig reports those), and an error for a folder with several GGUF
+// models.
 func GGUFFile(path string) (string, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return "", nil // ReadConfig reports it
 	}
-	file := path
-	if st.IsDir() {
-		if _, err := os.Stat(filepath.Join(path, "config.json")); err == nil {
-			return "", nil
-		}
-		found, err := filepath.Glob(filepath.Join(path, "*.gguf"))
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", path, err)
-		}
-		switch len(found) {
-		case 0:
-			return "", nil
-		case 1:
-			file = found[0]
-		default:
-			names := make([]string, len(found))
-			for i, f := range found {
-				names[i] = filepath.Base(f)
-			}
-			return "", fmt.Errorf("%s holds %d GGUF files and no config.json (%s): give the file to load", path, len(found), strings.Join(names, ", "))
-		}
+	if !st.IsDir() {
+		return path, nil
 	}
-	if splitGGUF.MatchString(file) {
-		return "", fmt.Errorf("%s: split GGUF models (-NNNNN-of-NNNNN.gguf) are not supported yet", file)
+	if _, err := os.Stat(filepath.Join(path, "config.json")); err == nil {
+		return "", nil
 	}
-	return file, nil
+	matches, err := filepath.Glob(filepath.Join(path, "*.gguf"))
+	if err != nil || len(matches) == 0 {
+		return "", nil
+	}
+	return gguf.Find(path)
 }

@@ -754,7 +754,7 @@ func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // LoadPath loads the tokenizer at path, which may be a folder holding
 // tokenizer.json (Load; it wins when present), a GGUF file (LoadGGUF), or a
-// folder without tokenizer.json that holds one GGUF model (FindGGUF).
+// folder without tokenizer.json that holds one GGUF model (gguf.Find).
 func LoadPath(path string, opts Options) (*Tokenizer, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -766,57 +766,9 @@ func LoadPath(path string, opts Options) (*Tokenizer, error) {
 	if _, err := os.Stat(filepath.Join(path, "tokenizer.json")); err == nil {
 		return Load(path, opts)
 	}
-	g, err := FindGGUF(path)
+	g, err := gguf.Find(path)
 	if err != nil {
-		return nil, fmt.Errorf("tokenizer: %w", err)
+		return nil, fmt.Errorf("tokenizer: %s has no tokenizer.json: %w", path, err)
 	}
 	return LoadGGUF(g, opts)
-}
-
-// shardNumber returns the shard number of a split GGUF file set's shard
-// name (llama.cpp's gguf-split: NAME-00001-of-00003.gguf), or "" when name
-// is no shard.
-func shardNumber(name string) string {
-	base, ok := strings.CutSuffix(strings.ToLower(name), ".gguf")
-	const form = "-00000-of-00000"
-	if !ok || len(base) < len(form) {
-		return ""
-	}
-	tail := base[len(base)-len(form):]
-	for i := range len(form) {
-		if (form[i] == '0') != (tail[i] >= '0' && tail[i] <= '9') || (form[i] != '0' && form[i] != tail[i]) {
-			return ""
-		}
-	}
-	return tail[1:6]
-}
-
-// FindGGUF returns the GGUF file of the model in dir: its only .gguf file,
-// or the first shard of its only split set (the shard that carries the
-// metadata). No .gguf file, or several models, is an error naming them.
-func FindGGUF(dir string) (string, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return "", err
-	}
-	var names, firsts []string
-	for _, e := range ents {
-		n := e.Name()
-		if e.IsDir() || !strings.HasSuffix(strings.ToLower(n), ".gguf") {
-			continue
-		}
-		names = append(names, n)
-		if k := shardNumber(n); k == "" || k == "00001" {
-			firsts = append(firsts, n)
-		}
-	}
-	switch {
-	case len(names) == 0:
-		return "", fmt.Errorf("%s has no tokenizer.json and no .gguf file", dir)
-	case len(firsts) == 1:
-		return filepath.Join(dir, firsts[0]), nil
-	case len(firsts) == 0:
-		return "", fmt.Errorf("%s holds split GGUF shards but not their first one (%s)", dir, strings.Join(names, ", "))
-	}
-	return "", fmt.Errorf("%s holds several GGUF models (%s): name the file", dir, strings.Join(firsts, ", "))
 }

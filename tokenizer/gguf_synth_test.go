@@ -233,40 +233,6 @@ func byteLevelAlphabet() []string {
 	return append(out, "ab")
 }
 
-func TestFindGGUF(t *testing.T) {
-	tests := []struct {
-		name  string
-		files []string
-		want  string // file name, or "error: substring"
-	}{
-		{"one file", []string{"model-q4_k_m.gguf", "README.md"}, "model-q4_k_m.gguf"},
-		{"split set", []string{"m-00002-of-00003.gguf", "m-00001-of-00003.gguf", "m-00003-of-00003.gguf"}, "m-00001-of-00003.gguf"},
-		{"none", []string{"config.json"}, "error: no tokenizer.json and no .gguf file"},
-		{"two models", []string{"a.gguf", "b.gguf"}, "error: several GGUF models (a.gguf, b.gguf)"},
-		{"shards without the first", []string{"m-00002-of-00003.gguf"}, "error: not their first one"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			for _, f := range tc.files {
-				if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			got, err := FindGGUF(dir)
-			if want, ok := strings.CutPrefix(tc.want, "error: "); ok {
-				if err == nil || !strings.Contains(err.Error(), want) {
-					t.Fatalf("FindGGUF = %q, %v; want an error containing %q", got, err, want)
-				}
-				return
-			}
-			if err != nil || got != filepath.Join(dir, tc.want) {
-				t.Fatalf("FindGGUF = %q, %v; want %q", got, err, tc.want)
-			}
-		})
-	}
-}
-
 func TestLoadPath(t *testing.T) {
 	file := writeGGUF(t, spmVocab()...)
 	dir := filepath.Dir(file)
