@@ -25,7 +25,7 @@ import (
 func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("model", "", "model folder (config.json, model.safetensors) or GGUF file; default: the built-in demo model")
+	dir := fs.String("model", "", "model folder (config.json, model.safetensors), GGUF file (or a folder holding one), or ollama:NAME; default: the built-in demo model")
 	prompt := fs.String("prompt", "", "prompt text, encoded with the model's tokenizer.json (special tokens such as BOS added as the tokenizer does)")
 	promptIDs := fs.String("prompt-ids", "", "prompt as comma-separated token ids")
 	maxTokens := fs.Int("max-tokens", 32, "tokens to generate")
@@ -66,7 +66,10 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *threads < 0 {
 		return fmt.Errorf("generate: --threads must be >= 0, got %d", *threads)
 	}
-	path := *dir
+	path, err := resolveModel(*dir)
+	if err != nil {
+		return fmt.Errorf("generate: %w", err)
+	}
 	if path == "" {
 		var err error
 		if path, err = checkpoint.Demo(); err != nil {
@@ -84,10 +87,7 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	// model's own tokenizer; --prompt-ids needs none.
 	var tok *tokenizer.Tokenizer
 	if *prompt != "" {
-		if gg, _ := model.GGUFFile(path); gg != "" {
-			return fmt.Errorf("generate: --prompt: %s is a GGUF model and reading a tokenizer from GGUF is not supported yet (use --prompt-ids)", gg)
-		}
-		if tok, err = tokenizer.Load(path, tokenizer.Options{}); err != nil {
+		if tok, err = tokenizer.LoadPath(path, tokenizer.Options{}); err != nil {
 			return fmt.Errorf("generate: --prompt: %w (use --prompt-ids for a model without tokenizer.json)", err)
 		}
 		if ids = tok.EncodeIDs(*prompt, true); len(ids) == 0 {

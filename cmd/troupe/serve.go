@@ -18,6 +18,7 @@ import (
 	troupe "github.com/troupe-ai/troupe"
 	"github.com/troupe-ai/troupe/cluster/gateway"
 	"github.com/troupe-ai/troupe/cluster/node"
+	"github.com/troupe-ai/troupe/gguf"
 	troupehttp "github.com/troupe-ai/troupe/http"
 	"github.com/troupe-ai/troupe/kvcache"
 	"golang.org/x/term"
@@ -138,6 +139,15 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("serve: %w", err)
 	}
 	hubRepo := ""
+	if name0, ok := strings.CutPrefix(*dir, ollamaPrefix); ok {
+		path, err := resolveModel(*dir)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		if *dir = path; *name == "" {
+			*name = name0 // as Ollama names it
+		}
+	}
 	if isHubModel(*dir) {
 		hubRepo = *dir
 	} else if err := checkModelDir(*dir); err != nil {
@@ -395,12 +405,17 @@ func checkModelDir(dir string) error {
 			f.Close()
 		}
 		switch {
-		case string(head) == "GGUF" || strings.HasSuffix(strings.ToLower(dir), ".gguf"):
-			return fmt.Errorf("%s is a GGUF file: troupe serves Hugging Face model folders (config.json, *.safetensors, tokenizer.json); GGUF files are not supported yet", dir)
+		case string(head) == "GGUF":
+			return nil // a GGUF model (a .gguf, a split set's first part, an Ollama blob)
 		case strings.HasSuffix(dir, ".safetensors"):
 			return fmt.Errorf("%s is a weights file: give the folder that holds it with config.json and tokenizer.json", dir)
 		}
-		return fmt.Errorf("%s is a file, not a model folder (config.json, *.safetensors, tokenizer.json)", dir)
+		return fmt.Errorf("%s is neither a GGUF file nor a model folder (config.json, *.safetensors, tokenizer.json)", dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); errors.Is(err, os.ErrNotExist) {
+		if _, err := gguf.Find(dir); err == nil {
+			return nil // a folder holding a GGUF model
+		}
 	}
 	for _, need := range []struct{ file, why string }{
 		{"config.json", "not a Hugging Face model folder"},

@@ -93,7 +93,7 @@ func TestServeConnectionFlags(t *testing.T) {
 
 // TestServeRefusesBadModels: a model that cannot load stops serve with a
 // non-zero exit and a message naming the real problem, before it listens
-// (a missing folder, a file, a folder without config.json or
+// (a missing folder, a file that is no GGUF, a folder without config.json or
 // tokenizer.json) or once the load fails (no weights).
 func TestServeRefusesBadModels(t *testing.T) {
 	tmp := t.TempDir()
@@ -125,7 +125,7 @@ func TestServeRefusesBadModels(t *testing.T) {
 		{"missing folder as the argument", []string{filepath.Join(tmp, "nope")}, "does not exist"},
 		{"no tokenizer.json", []string{noTok}, "no tokenizer.json"},
 		{"no config.json", []string{noCfg}, "no config.json"},
-		{"a GGUF file", []string{gguf}, "GGUF"},
+		{"a cut GGUF file: the load fails", []string{gguf}, "truncated file"},
 		{"the weights file", []string{weights}, "give the folder"},
 		{"no weights: the load fails", []string{noWeights}, "failed to load"},
 	} {
