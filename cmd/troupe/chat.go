@@ -133,6 +133,14 @@ func cmdChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 // phases on stderr; a model that fails to load is an error, as is Ctrl-C
 // meanwhile. stop shuts the server and the runtime down.
 func startLocal(ctx context.Context, opts troupe.Options, stderr io.Writer, intr <-chan os.Signal) (client *termchat.Client, stop func(), err error) {
+	if name, ok := strings.CutPrefix(opts.Model, ollamaPrefix); ok {
+		if opts.Model, err = resolveModel(opts.Model); err != nil {
+			return nil, nil, err
+		}
+		if opts.ServedName == "" {
+			opts.ServedName = name
+		}
+	}
 	if isHubModel(opts.Model) {
 		// org/name from the Hugging Face Hub, as serve takes it.
 		snap, err := pullModel(ctx, opts.Model, hub.DefaultRevision, stderr, opts.Logger)
