@@ -11,6 +11,8 @@ import (
 	"github.com/troupe-ai/troupe/gguf"
 	"github.com/troupe-ai/troupe/gpu"
 	"github.com/troupe-ai/troupe/gpu/ref"
+	"github.com/troupe-ai/troupe/kvcache"
+	"github.com/troupe-ai/troupe/model"
 	"github.com/troupe-ai/troupe/model/checkpoint"
 	"github.com/troupe-ai/troupe/model/safetensors"
 	"github.com/troupe-ai/troupe/quant"
@@ -214,4 +216,61 @@ func unpermute(x []float32, rows, cols, heads int) []float32 {
 		}
 	}
 	return out
+}
+
+// TestWriteLoadsBack: what Write writes, troupe's own GGUF loader reads back
+// into the same model: an f32 file computes the checkpoint's logits exactly,
+// and a q8_0 file within its quantization error.
+func TestWriteLoadsBack(t *testing.T) {
+	prompt := []int32{1, 17, 200, 33, 5, 480, 2, 99}
+	for _, arch := range []string{"llama", "qwen2", "qwen3"} {
+		t.Run(arch, func(t *testing.T) {
+			dir := tinyCheckpoint(t, arch)
+			want := logitsOf(t, dir, prompt)
+			for _, tc := range []struct {
+				ft  quant.FileType
+				tol float64
+			}{{"f32", 0}, {"q8_0", 0.05}} {
+				out := filepath.Join(t.TempDir(), "m.gguf")
+				if err := Write(dir, out, Options{Type: tc.ft}); err != nil {
+					t.Fatal(err)
+				}
+				got := logitsOf(t, out, prompt)
+				var d float64
+				for i := range want {
+					d = max(d, math.Abs(float64(got[i]-want[i])))
+				}
+				if d > tc.tol {
+					t.Errorf("%s: logits differ from the checkpoint's by %g (tolerance %g)", tc.ft, d, tc.tol)
+				}
+			}
+		})
+	}
+}
+
+// logitsOf loads the model at path and returns the last position's logits
+// after prompt, on the reference device.
+func logitsOf(t *testing.T, path string, prompt []int32) []float32 {
+	t.Helper()
+	m, err := model.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	pool, err := kvcache.NewPool(model.PoolLayout(m.Cache()), 16, 4, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq kvcache.Seq
+	if err := pool.Reserve(&seq, len(prompt)); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.EnsureSlot(&seq); err != nil {
+		t.Fatal(err)
+	}
+	out, err := m.Forward(ref.Device{}, pool, []model.Seq{{Tokens: prompt, Pages: seq.Pages, Slot: seq.Slot, Logits: model.LastLogits}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Clone(out)
 }
