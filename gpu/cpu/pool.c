@@ -402,7 +402,7 @@ void *tr_ctx_buf(tr_ctx *c, int which, size_t bytes) {
 	return c->buf[which];
 }
 
-const tr_qkernels *tr_ctx_qkernels(const tr_ctx *c) { return c->qk->quant32 ? c->qk : &tr_qk_portable; }
+const tr_qkernels *tr_ctx_qkernels(const tr_ctx *c) { return c->qk; }
 
 static void xconv_worker(void *p, int tid, int nth) {
 	mm_job *j = p;

@@ -110,9 +110,17 @@ func qcheck(t *testing.T, d *Device, w *gpu.Weight, x []float32, m int, exact bo
 	}
 }
 
-// qdevices returns a device per supported kernel set, with 1 and 2 threads.
+// qdevices returns a device per supported kernel set, with 1 and 2 threads,
+// and checks which quantized kernels each set runs.
 func qdevices(t *testing.T) []*Device {
-	return devices(t, 1, 2)
+	ds := devices(t, 1, 2)
+	for _, d := range ds {
+		want := map[string][]string{"avx512bf16": {"avx512vnni", "avx2"}, "avx2": {"avx2"}, "portable": {"portable"}}[d.Kernels()]
+		if q := d.QuantKernels(); q != want[0] && (len(want) < 2 || q != want[1]) {
+			t.Fatalf("%s runs quantized kernels %q, want %q", d.Name(), q, want)
+		}
+	}
+	return ds
 }
 
 // TestQuantMatMul runs every quantized dtype on every kernel set: decode
