@@ -140,74 +140,105 @@ QF void QFN(quantk)(const float *x, tr_qak *dst, long n) {
 #define XA32(r, b) ((const tr_qa32 *)(xq + (r) * xs) + (b))
 #define XAK(r, b) ((const tr_qak *)(xq + (r) * xs) + (b))
 
-QI void d_q8_0(const int NX, const uint8_t *w, const uint8_t *xq, long xs, long nb, float *out) {
-	__m256 acc[4];
-	for (int r = 0; r < NX; r++)
-		acc[r] = _mm256_setzero_ps();
-	for (long b = 0; b < nb; b++) {
-		const uint8_t *wb = w + b * 34;
-		const __m256i q = LDU(wb + 2);
-		const __m256i u = _mm256_sign_epi8(q, q); /* |q| (-128 gives 0x80: 128 unsigned) */
-		const float dw = F16(wb);
-		for (int r = 0; r < NX; r++) {
-			const tr_qa32 *a = XA32(r, b);
-			__m256i p = DOT0(u, _mm256_sign_epi8(LDU(a->q), q));
-			acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a->d), acc[r]);
-		}
+QI void b_q8_0(const int NX, const uint8_t *wb, const uint8_t *xq, long xs, long b, __m256 *acc) {
+	const __m256i q = LDU(wb + 2);
+	const __m256i u = _mm256_sign_epi8(q, q); /* |q| (-128 gives 0x80: 128 unsigned) */
+	const float dw = F16(wb);
+	for (int r = 0; r < NX; r++) {
+		const tr_qa32 *a = XA32(r, b);
+		__m256i p = DOT0(u, _mm256_sign_epi8(LDU(a->q), q));
+		acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a->d), acc[r]);
 	}
+}
+
+/* Two accumulators per row (even and odd blocks), so that consecutive
+ * blocks do not wait on one FMA chain. */
+QI void d_q8_0(const int NX, const uint8_t *w, const uint8_t *xq, long xs, long nb, float *out) {
+	__m256 acc[4], acc2[4];
 	for (int r = 0; r < NX; r++)
-		out[r] = HSUMF(acc[r]);
+		acc[r] = acc2[r] = _mm256_setzero_ps();
+	long b = 0;
+	for (; b + 2 <= nb; b += 2) {
+		b_q8_0(NX, w + b * 34, xq, xs, b, acc);
+		b_q8_0(NX, w + (b + 1) * 34, xq, xs, b + 1, acc2);
+	}
+	if (b < nb)
+		b_q8_0(NX, w + b * 34, xq, xs, b, acc);
+	for (int r = 0; r < NX; r++)
+		out[r] = HSUMF(_mm256_add_ps(acc[r], acc2[r]));
 }
 
 /* Q4_0, Q4_1, Q5_0, Q5_1: DT a constant. */
-QI void d_q32(const int DT, const int NX, const uint8_t *w, const uint8_t *xq, long xs, long nb, float *out) {
-	const long BB = DT == TR_Q4_0 ? 18 : DT == TR_Q4_1 ? 20 : DT == TR_Q5_0 ? 22 : 24;
+QI void b_q32(const int DT, const int NX, const uint8_t *wb, const uint8_t *xq, long xs, long b, __m256 *acc,
+	      float *accm) {
 	const int OFF = DT == TR_Q4_0 ? 8 : DT == TR_Q5_0 ? 16 : 0;
 	const int MIN = DT == TR_Q4_1 || DT == TR_Q5_1;
-	__m256 acc[4];
-	float accm[4];
+	const float dw = F16(wb);
+	__m256i u;
+	if (DT == TR_Q4_0)
+		u = NIB32(wb + 2);
+	else if (DT == TR_Q4_1)
+		u = NIB32(wb + 4);
+	else {
+		uint32_t qh;
+		memcpy(&qh, wb + (DT == TR_Q5_0 ? 2 : 4), 4);
+		u = _mm256_or_si256(NIB32(wb + (DT == TR_Q5_0 ? 6 : 8)), HB32(qh));
+	}
+	const float mw = MIN ? F16(wb + 2) : 0;
 	for (int r = 0; r < NX; r++) {
-		acc[r] = _mm256_setzero_ps();
-		accm[r] = 0;
+		const tr_qa32 *a = XA32(r, b);
+		__m256i p = DOT0(u, LDU(a->q));
+		if (OFF)
+			p = _mm256_add_epi32(p, _mm256_setr_epi32(-OFF * a->sum, 0, 0, 0, 0, 0, 0, 0));
+		acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a->d), acc[r]);
+		if (MIN)
+			accm[r] += mw * a->d * (float)a->sum;
 	}
-	for (long b = 0; b < nb; b++) {
-		const uint8_t *wb = w + b * BB;
-		const float dw = F16(wb);
-		__m256i u;
-		if (DT == TR_Q4_0)
-			u = NIB32(wb + 2);
-		else if (DT == TR_Q4_1)
-			u = NIB32(wb + 4);
-		else {
-			uint32_t qh;
-			memcpy(&qh, wb + (DT == TR_Q5_0 ? 2 : 4), 4);
-			u = _mm256_or_si256(NIB32(wb + (DT == TR_Q5_0 ? 6 : 8)), HB32(qh));
-		}
-		const float mw = MIN ? F16(wb + 2) : 0;
-		for (int r = 0; r < NX; r++) {
-			const tr_qa32 *a = XA32(r, b);
-			__m256i p = DOT0(u, LDU(a->q));
-			if (OFF)
-				p = _mm256_add_epi32(p, _mm256_setr_epi32(-OFF * a->sum, 0, 0, 0, 0, 0, 0, 0));
-			acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a->d), acc[r]);
-			if (MIN)
-				accm[r] += mw * a->d * (float)a->sum;
-		}
+}
+
+QI void d_q32(const int DT, const int NX, const uint8_t *w, const uint8_t *xq, long xs, long nb, float *out) {
+	const long BB = DT == TR_Q4_0 ? 18 : DT == TR_Q4_1 ? 20 : DT == TR_Q5_0 ? 22 : 24;
+	__m256 acc[4], acc2[4];
+	float accm[4], accm2[4];
+	for (int r = 0; r < NX; r++) {
+		acc[r] = acc2[r] = _mm256_setzero_ps();
+		accm[r] = accm2[r] = 0;
 	}
+	long b = 0;
+	for (; b + 2 <= nb; b += 2) {
+		b_q32(DT, NX, w + b * BB, xq, xs, b, acc, accm);
+		b_q32(DT, NX, w + (b + 1) * BB, xq, xs, b + 1, acc2, accm2);
+	}
+	if (b < nb)
+		b_q32(DT, NX, w + b * BB, xq, xs, b, acc, accm);
 	for (int r = 0; r < NX; r++)
-		out[r] = HSUMF(acc[r]) + accm[r];
+		out[r] = HSUMF(_mm256_add_ps(acc[r], acc2[r])) + (accm[r] + accm2[r]);
 }
 
 /* ---- K types (super-blocks of 256) ---- */
 
-/* The 8 6-bit scales and minimums of a Q4_K/Q5_K block. */
-QI void kscales(const uint8_t *s, uint8_t *sc, uint8_t *mn) {
-	for (int j = 0; j < 4; j++) {
-		sc[j] = s[j] & 63;
-		mn[j] = s[j + 4] & 63;
-		sc[j + 4] = (s[j + 8] & 15) | (s[j] >> 6) << 4;
-		mn[j + 4] = (s[j + 8] >> 4) | (s[j + 4] >> 6) << 4;
-	}
+/* The 8 6-bit scales and minimums of a Q4_K/Q5_K block (12 bytes at s), as
+ * 8 int32 lanes each, from 32-bit words: scale j < 4 is the low six bits of
+ * byte j, minimum j of byte j+4; for j >= 4 the low four bits come from byte
+ * j+4 (scale: low nibble, minimum: high) and the top two from bits 6-7 of
+ * bytes j-4 (scale) and j (minimum). */
+QI void kscales(const uint8_t *s, __m256i *sc, __m256i *mn) {
+	uint32_t u0, u1, u2;
+	memcpy(&u0, s, 4);
+	memcpy(&u1, s + 4, 4);
+	memcpy(&u2, s + 8, 4);
+	const uint32_t sc_lo = u0 & 0x3f3f3f3f, mn_lo = u1 & 0x3f3f3f3f;
+	const uint32_t sc_hi = (u2 & 0x0f0f0f0f) | ((u0 >> 6) & 0x03030303) << 4;
+	const uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 6) & 0x03030303) << 4;
+	*sc = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)((uint64_t)sc_hi << 32 | sc_lo)));
+	*mn = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)((uint64_t)mn_hi << 32 | mn_lo)));
+}
+
+/* Lane i of v in every lane. */
+QI __m256i LANE(__m256i v, int i) { return _mm256_permutevar8x32_epi32(v, _mm256_set1_epi32(i)); }
+/* Lanes 0-3: lane i of v, 4-7: lane i+1. */
+QI __m256i LANE2(__m256i v, int i) {
+	return _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(i, i, i, i, i + 1, i + 1, i + 1, i + 1));
 }
 
 /* Lanes 0-3 a, 4-7 b. */
@@ -221,11 +252,8 @@ QI void d_q45k(const int DT, const int NX, const uint8_t *w, const uint8_t *xq, 
 	for (long b = 0; b < nb; b++) {
 		const uint8_t *wb = w + b * BB;
 		const float d = F16(wb), dmin = F16(wb + 2);
-		uint8_t sc[8], mn[8], mn16[16];
-		kscales(wb + 4, sc, mn);
-		for (int s = 0; s < 8; s++)
-			mn16[2 * s] = mn16[2 * s + 1] = mn[s];
-		const __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)mn16));
+		__m256i sc, mins;
+		kscales(wb + 4, &sc, &mins);
 		const uint8_t *qs = wb + (DT == TR_Q4_K ? 16 : 48);
 		__m256i qhv = _mm256_setzero_si256();
 		if (DT == TR_Q5_K)
@@ -240,7 +268,7 @@ QI void d_q45k(const int DT, const int NX, const uint8_t *w, const uint8_t *xq, 
 				lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(SRL16(qhv, 2 * c), B8(1)), 4));
 				hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(SRL16(qhv, 2 * c + 1), B8(1)), 4));
 			}
-			const __m256i sl = _mm256_set1_epi32(sc[2 * c]), sh = _mm256_set1_epi32(sc[2 * c + 1]);
+			const __m256i sl = LANE(sc, 2 * c), sh = LANE(sc, 2 * c + 1);
 			for (int r = 0; r < NX; r++) {
 				const int8_t *xa = XAK(r, b)->q + 64 * c;
 				__m256i p0 = DOT0(lo, LDU(xa)), p1 = DOT0(hi, LDU(xa + 32));
@@ -251,7 +279,8 @@ QI void d_q45k(const int DT, const int NX, const uint8_t *w, const uint8_t *xq, 
 		for (int r = 0; r < NX; r++) {
 			const tr_qak *a = XAK(r, b);
 			acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[r]), _mm256_set1_ps(d * a->d), acc[r]);
-			__m256i m = _mm256_madd_epi16(LDU(a->bsums), mins);
+			/* per-32 sums of the activations times the minimums */
+			__m256i m = _mm256_mullo_epi32(_mm256_madd_epi16(LDU(a->bsums), _mm256_set1_epi16(1)), mins);
 			accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(dmin * a->d), accm[r]);
 		}
 	}
@@ -268,7 +297,9 @@ QI void d_q6k(const int NX, const uint8_t *w, const uint8_t *xq, long xs, long n
 		const uint8_t *ql = wb, *qh = wb + 128;
 		const int8_t *scales = (const int8_t *)(wb + 192);
 		const float d = F16(wb + 208);
-		const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)scales));
+		const __m128i s8 = _mm_loadu_si128((const __m128i *)scales);
+		const __m256i sc16 = _mm256_cvtepi8_epi16(s8);
+		const __m256i sc32[2] = {_mm256_cvtepi8_epi32(s8), _mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))};
 		__m256i is[4];
 		for (int r = 0; r < NX; r++)
 			is[r] = _mm256_setzero_si256();
@@ -279,7 +310,7 @@ QI void d_q6k(const int NX, const uint8_t *w, const uint8_t *xq, long xs, long n
 				lo = _mm256_and_si256(lo, B8(15));
 				__m256i hb = _mm256_slli_epi16(_mm256_and_si256(SRL16(hv, 2 * j), B8(3)), 4);
 				const __m256i u = _mm256_or_si256(lo, hb);
-				const __m256i sv = SC2(scales[8 * h + 2 * j], scales[8 * h + 2 * j + 1]);
+				const __m256i sv = LANE2(sc32[h], 2 * j);
 				for (int r = 0; r < NX; r++) {
 					__m256i p = DOT0(u, LDU(XAK(r, b)->q + 128 * h + 32 * j));
 					is[r] = _mm256_add_epi32(is[r], _mm256_mullo_epi32(p, sv));
