@@ -277,3 +277,57 @@ const tr_qkernels tr_qk_portable = {
 			[TR_Q6_K] = dot_Q6_K_portable,
 		},
 };
+
+/* Rows [r0, r1) of a quantized matrix (rows of rowb bytes, k elements) into
+ * float32 rows of dst (row r at dst + (r - r0) * k), bit for bit as the
+ * block dequantizers of package gpu define them: an element is
+ * (u - off) * d (+ m) for the blocks of 32, (d * scale) * (u - off)
+ * (- dmin * min) for the K types, each product rounded to float32 before the
+ * addition (no contraction into fused multiply-adds, which the baseline
+ * x86-64 target lacks anyway and the attribute forbids elsewhere). */
+__attribute__((optimize("fp-contract=off"))) void tr_qdequant(int dt, const uint8_t *w, long rowb, long r0, long r1, long k, float *dst) {
+	const int big = dt >= TR_Q2_K && dt <= TR_Q6_K;
+	const long bs = big ? 256 : 32, nb = k / bs, bb = rowb / nb;
+	for (long r = r0; r < r1; r++) {
+		float *o = dst + (r - r0) * k;
+		for (long b = 0; b < nb; b++) {
+			const uint8_t *wb = w + r * rowb + b * bb;
+			if (!big) {
+				uint8_t u[32];
+				int off;
+				float d, m;
+				unpack32(dt, wb, u, &off, &d, &m);
+				if (dt == TR_Q8_0)
+					for (int i = 0; i < 32; i++)
+						o[b * 32 + i] = (float)(int8_t)wb[2 + i] * d;
+				else if (dt == TR_Q4_1 || dt == TR_Q5_1)
+					for (int i = 0; i < 32; i++) {
+						float p = (float)u[i] * d;
+						o[b * 32 + i] = p + m;
+					}
+				else
+					for (int i = 0; i < 32; i++)
+						o[b * 32 + i] = (float)(u[i] - off) * d;
+				continue;
+			}
+			uint8_t u[256];
+			int off, sc[16], mn[16];
+			float d, dmin;
+			unpackk(dt, wb, u, &off, sc, mn, &d, &dmin);
+			for (int s = 0; s < 16; s++) {
+				float dl = d * (float)sc[s];
+				float *os = o + b * 256 + s * 16;
+				const uint8_t *us = u + s * 16;
+				if (dt == TR_Q2_K || dt == TR_Q4_K || dt == TR_Q5_K) {
+					float ml = dmin * (float)mn[s];
+					for (int i = 0; i < 16; i++) {
+						float p = dl * (float)us[i];
+						os[i] = p - ml;
+					}
+				} else
+					for (int i = 0; i < 16; i++)
+						os[i] = dl * (float)(us[i] - off);
+			}
+		}
+	}
+}

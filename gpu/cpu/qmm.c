@@ -7,9 +7,17 @@
  * rows (tr_regions, as the 16-bit decode matmul does) and walks it front to
  * back, each weight row dotted with up to 4 rows of x per pass (from L1 for
  * the later passes), with the rows a few KB ahead prefetched.
- * Prefill (m >= 16) takes groups of weight rows from a shared counter; a
- * group (about 32 KB of weights) stays in L1/L2 while every 4 rows of x pass
- * over it, so W is read from memory once per call, not once per row of x. */
+ * Small prefills (16 <= m < TR_QMM_DEQUANT) take groups of weight rows from
+ * a shared counter; a group (about 32 KB of weights) stays in L1/L2 while
+ * every 4 rows of x pass over it, so W is read from memory once per call,
+ * not once per row of x.
+ * Larger prefills are compute-bound, where the f32 kernels (on the
+ * avx512bf16 set the packed outer-product kernel, near the FMA peak) beat
+ * integer dot products of 32 elements: the weights are dequantized to
+ * float32, all threads a slice of rows each, in chunks of at most 4 MB
+ * (one chunk when the whole matrix fits), and each chunk multiplied by x
+ * unquantized. Those calls compute gpu/ref's MatMul semantics (x times the
+ * dequantized weights) in float32. */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -140,12 +148,58 @@ static void qmm_worker(void *p, int tid, int nth) {
 	}
 }
 
+typedef struct {
+	int dtype;
+	const uint8_t *w;
+	long rowb, r0, r1, k;
+	float *dst;
+} deq_job;
+
+static void deq_worker(void *p, int tid, int nth) {
+	deq_job *j = p;
+	long n = j->r1 - j->r0;
+	long a = j->r0 + n * tid / nth, b = j->r0 + n * (tid + 1) / nth;
+	if (a < b)
+		tr_qdequant(j->dtype, j->w, j->rowb, a, b, j->k, j->dst + (a - j->r0) * j->k);
+}
+
+/* Bytes of dequantized weights per chunk of a large prefill. */
+#define QDEQ_CHUNK (4L << 20)
+
+static int qmm_dequant(tr_ctx *c, float *dst, const float *x, long m, const uint8_t *w, int dtype, long n, long k,
+		       long rowb, int nth) {
+	long rows = QDEQ_CHUNK / (k * 4);
+	if (rows < 16)
+		rows = 16;
+	if (rows >= n || n * k * 4 <= 2 * QDEQ_CHUNK)
+		rows = n;
+	float *wf = tr_ctx_buf(c, 1, (size_t)rows * (size_t)k * 4);
+	float *tmp = rows < n ? tr_ctx_buf(c, 0, (size_t)m * (size_t)rows * 4) : dst;
+	if (!wf || !tmp)
+		return -1;
+	for (long r0 = 0; r0 < n; r0 += rows) {
+		long r1 = r0 + rows < n ? r0 + rows : n;
+		deq_job dj = {.dtype = dtype, .w = w, .rowb = rowb, .r0 = r0, .r1 = r1, .k = k, .dst = wf};
+		tr_run(c, deq_worker, &dj, nth);
+		tr_matmul(c, tmp, x, m, wf, TR_F32, r1 - r0, k);
+		if (tmp != dst)
+			for (long i = 0; i < m; i++)
+				memcpy(dst + i * n + r0, tmp + i * (r1 - r0), (size_t)(r1 - r0) * 4);
+	}
+	return 0;
+}
+
+int tr_qmm_dequant_min(void) { return TR_QMM_DEQUANT; }
+
 /* Multiply-adds below which a call runs on the calling thread. */
 #define QMM_SERIAL 65536L
 
 int tr_qmatmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, int dtype, long n, long k) {
 	if (dtype < TR_Q8_0 || dtype >= TR_NDTYPE || m <= 0 || n <= 0 || k <= 0 || k % qblock_elems(dtype) != 0)
 		return -1;
+	if (m >= TR_QMM_DEQUANT)
+		return qmm_dequant(c, dst, x, m, w, dtype, n, k, k / qblock_elems(dtype) * qblock_bytes(dtype),
+				   tr_nthreads(c));
 	const tr_qkernels *q = tr_ctx_qkernels(c);
 	tr_qdot_fn dot = q->dot[dtype];
 	if (!dot)

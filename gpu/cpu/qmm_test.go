@@ -63,7 +63,9 @@ func randQuantWeight(r *rand.Rand, dt gpu.DType, scales []int, rows, cols int) *
 // gpu/ref.QuantMatMul (what the kernels compute: within 2e-5 of the sum of
 // the absolute values of its float terms) and with the exact product on the
 // dequantized weights (within the activations' rounding, half a step of
-// each block's scale times |w|).
+// each block's scale times |w|). From quantDequantMin rows of x on, where
+// the weights are dequantized and x is not quantized, it compares with the
+// exact product within 1e-5 of sum |x||w| instead.
 func qcheck(t *testing.T, d *Device, w *gpu.Weight, x []float32, m int, exact bool) {
 	t.Helper()
 	n, k := w.Rows, w.Cols
@@ -72,6 +74,25 @@ func qcheck(t *testing.T, d *Device, w *gpu.Weight, x []float32, m int, exact bo
 	d.MatMul(got, x, m, w)
 	if got[m*n] != 12345 {
 		t.Fatal("MatMul wrote past m*n")
+	}
+	if m >= quantDequantMin {
+		want := make([]float32, m*n)
+		ref.Device{}.MatMul(want, x, m, w)
+		wf := w.Float32s()
+		for i := 0; i < m; i++ {
+			for j := 0; j < n; j++ {
+				var scale float64
+				for c := 0; c < k; c++ {
+					scale += math.Abs(float64(x[i*k+c]) * float64(wf[j*k+c]))
+				}
+				e := math.Abs(float64(got[i*n+j]) - float64(want[i*n+j]))
+				if e > 1e-5*scale+1e-30 || math.IsNaN(float64(got[i*n+j])) {
+					t.Fatalf("%s %v m=%d n=%d k=%d: dst[%d][%d] = %g, reference %g (error %.3g of sum|x||w| %g)",
+						d.Name(), w.DType, m, n, k, i, j, got[i*n+j], want[i*n+j], e/scale, scale)
+				}
+			}
+		}
+		return
 	}
 	want := make([]float32, m*n)
 	mag := make([]float32, m*n)
@@ -130,7 +151,7 @@ func qdevices(t *testing.T) []*Device {
 func TestQuantMatMul(t *testing.T) {
 	r := rand.New(rand.NewSource(17))
 	shapes := []struct{ m, n, blocks int }{
-		{1, 5, 1}, {1, 67, 3}, {3, 33, 2}, {8, 19, 1}, {17, 35, 2}, {33, 9, 1},
+		{1, 5, 1}, {1, 67, 3}, {3, 33, 2}, {8, 19, 1}, {17, 35, 2}, {31, 9, 1}, {33, 9, 1}, {40, 37, 2},
 	}
 	for _, qt := range quantTypes {
 		t.Run(qt.dt.String(), func(t *testing.T) {
@@ -168,6 +189,10 @@ func TestQuantMatMulThreads(t *testing.T) {
 			qcheck(t, d, w, randSlice(r, m*k, 1), m, false)
 		}
 	}
+	// a large prefill: the dequantized weights (9 MB) go in chunks
+	q := quantTypes[0]
+	w := randQuantWeight(r, q.dt, q.scales, 1500, 1536)
+	qcheck(t, d, w, randSlice(r, quantDequantMin*1536, 1), quantDequantMin, false)
 }
 
 // TestQuantActivations: the C quantization of activations gives
@@ -266,7 +291,7 @@ func TestQuantMatMulFixtures(t *testing.T) {
 					w = w.RowSlice(0, 256)
 				}
 				for _, d := range devs {
-					for _, m := range []int{1, 19} {
+					for _, m := range []int{1, 19, 40} {
 						qcheck(t, d, w, randSlice(r, m*w.Cols, 1), m, false)
 					}
 				}
@@ -284,4 +309,31 @@ func TestQuantMatMulFixtures(t *testing.T) {
 		}
 	}
 	t.Logf("matrices per type: %v", seen)
+}
+
+// TestQuantPrefillDequant: a prefill with x the identity (k rows, at least
+// quantDequantMin) returns the weights the C dequantization produced, which
+// must be the block dequantizers' values bit for bit (up to the sign of 0).
+func TestQuantPrefillDequant(t *testing.T) {
+	r := rand.New(rand.NewSource(21))
+	for _, d := range devices(t, 2) {
+		for _, qt := range quantTypes {
+			k := qt.dt.BlockSize()
+			w := randQuantWeight(r, qt.dt, qt.scales, 7, k)
+			x := make([]float32, k*k)
+			for i := 0; i < k; i++ {
+				x[i*k+i] = 1
+			}
+			got := make([]float32, k*w.Rows)
+			d.MatMul(got, x, k, w)
+			wf := w.Float32s()
+			for i := 0; i < k; i++ {
+				for j := 0; j < w.Rows; j++ {
+					if got[i*w.Rows+j] != wf[j*k+i] {
+						t.Fatalf("%s %v: element (%d, %d) = %g, dequantized %g", d.Name(), qt.dt, j, i, got[i*w.Rows+j], wf[j*k+i])
+					}
+				}
+			}
+		}
+	}
 }

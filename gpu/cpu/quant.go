@@ -13,6 +13,10 @@ import (
 	"github.com/troupe-ai/troupe/gpu"
 )
 
+// quantDequantMin is the number of rows of x from which MatMul with
+// quantized weights dequantizes them and multiplies x unquantized (qmm.c).
+const quantDequantMin = int(C.TR_QMM_DEQUANT)
+
 // actBlock is one block of quantized activations as the C kernels store it
 // (tr_qa32, tr_qak), decoded for tests.
 type actBlock struct {

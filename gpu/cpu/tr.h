@@ -63,6 +63,10 @@ void tr_matmul_panels(tr_ctx *c, const float *x, long m, long k, int nseg, const
  * size): x is quantized per block once per call, then integer block dot
  * products times the scales (qmm.c). Returns 0, or -1 for a dtype without
  * kernels or out of memory (nothing written). */
+/* From this many rows of x on, tr_qmatmul dequantizes the weights to
+ * float32 and runs the f32 matmul (exact x, gpu/ref.MatMul's semantics). */
+#define TR_QMM_DEQUANT 32
+int tr_qmm_dequant_min(void);
 int tr_qmatmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, int dtype, long n, long k);
 /* Quantizes the m rows of k elements of x into activation blocks for
  * weights of dtype (tests): dst receives tr_qact_bytes(dtype, k) per row. */

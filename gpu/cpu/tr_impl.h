@@ -145,6 +145,10 @@ extern const tr_qkernels tr_qk_avx2;
 extern const tr_qkernels tr_qk_avx512;
 #endif
 
+/* Rows [r0, r1) of a quantized weight (rows of rowb bytes, k elements)
+ * widened to float32 into dst, exactly as gpu's block dequantizers. */
+void tr_qdequant(int dt, const uint8_t *w, long rowb, long r0, long r1, long k, float *dst);
+
 /* The decode scheduler of pool.c: rows [0, n) in regions per thread with
  * stealing, fn(arg, n0, n1, tid) per chunk; rowb is the bytes of a row of
  * weights (chunks are sized from it). */
