@@ -337,3 +337,34 @@ func TestQuantPrefillDequant(t *testing.T) {
 		}
 	}
 }
+
+// TestQuantFusedFallback: the fused matmuls decline quantized weights (the
+// caller then runs MatMul and the separate operation), and MatMul rejects a
+// weight whose width is not a whole number of blocks.
+func TestQuantFusedFallback(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	d, err := New(Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	q := quantTypes[7] // Q4_K
+	w := randQuantWeight(r, q.dt, q.scales, 64, 256)
+	if _, err := d.PackWeights([]*gpu.Weight{w}); err != nil {
+		t.Fatal(err)
+	}
+	const m = 64
+	x := randSlice(r, m*256, 1)
+	dst := make([]float32, m*64)
+	if d.MatMulAdd(dst, x, m, w) || d.MatMulGated(dst, x, m, w, w, false) ||
+		d.MatMulMulti([][]float32{dst}, x, m, []*gpu.Weight{w}) {
+		t.Fatal("a fused matmul accepted quantized weights")
+	}
+	bad := &gpu.Weight{DType: gpu.Q4_K, Rows: 1, Cols: 200, Data: make([]byte, 144)}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("MatMul accepted a Q4_K weight 200 wide")
+		}
+	}()
+	d.MatMul(make([]float32, 1), make([]float32, 200), 1, bad)
+}
