@@ -60,8 +60,15 @@ QI __m256i B8(int v) { return _mm256_set1_epi8((char)v); }
 /* 16 bytes of nibbles: the low nibbles as elements 0-15, the high ones as
  * 16-31. */
 QI __m256i NIB32(const uint8_t *qs) {
+#if QVNNI
+	/* both halves from one broadcast load, the upper shifted by 4 */
+	__m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+	t = _mm256_srlv_epi16(t, _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4));
+	return _mm256_and_si256(t, B8(15));
+#else
 	__m128i t = _mm_loadu_si128((const __m128i *)qs);
 	return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), B8(15));
+#endif
 }
 
 /* 0x10 in the bytes i whose bit i of qh is set. */
@@ -187,9 +194,9 @@ QI void b_q32(const int DT, const int NX, const uint8_t *wb, const uint8_t *xq, 
 	const float mw = MIN ? F16(wb + 2) : 0;
 	for (int r = 0; r < NX; r++) {
 		const tr_qa32 *a = XA32(r, b);
-		__m256i p = DOT0(u, LDU(a->q));
-		if (OFF)
-			p = _mm256_add_epi32(p, _mm256_setr_epi32(-OFF * a->sum, 0, 0, 0, 0, 0, 0, 0));
+		/* the offset times the activations' sum, as the accumulator's start */
+		const __m256i c0 = OFF ? _mm256_setr_epi32(-OFF * a->sum, 0, 0, 0, 0, 0, 0, 0) : _mm256_setzero_si256();
+		__m256i p = DOT(c0, u, LDU(a->q));
 		acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a->d), acc[r]);
 		if (MIN)
 			accm[r] += mw * a->d * (float)a->sum;
