@@ -5,9 +5,17 @@ import (
 	"fmt"
 	"math"
 	"sync/atomic"
+
+	"github.com/troupe-ai/troupe/gguf"
 )
 
 // DType is the storage type of a weight matrix. Activations are always float32.
+//
+// The plain types (F32, BF16, F16) store one element per Size bytes. The
+// quantized types are ggml's block formats as GGUF files store them: a row of
+// Cols elements is Cols/BlockSize blocks of BlockBytes bytes each (Cols must
+// be a multiple of BlockSize), see RowBytes; their values are defined by the
+// block dequantizers (Dequantizer).
 type DType uint8
 
 const (
@@ -17,36 +25,155 @@ const (
 	BF16
 	// F16 is IEEE-754 half precision, 2 bytes.
 	F16
+	// Q8_0 is ggml's Q8_0: blocks of 32 int8 quants with an F16 scale (34 bytes).
+	Q8_0
+	// Q4_0 is ggml's Q4_0: blocks of 32 4-bit quants (offset 8) with an F16
+	// scale (18 bytes).
+	Q4_0
+	// Q4_1 is ggml's Q4_1: blocks of 32 4-bit quants with an F16 scale and
+	// minimum (20 bytes).
+	Q4_1
+	// Q5_0 is ggml's Q5_0: blocks of 32 5-bit quants (offset 16) with an F16
+	// scale (22 bytes).
+	Q5_0
+	// Q5_1 is ggml's Q5_1: blocks of 32 5-bit quants with an F16 scale and
+	// minimum (24 bytes).
+	Q5_1
+	// Q2_K is ggml's Q2_K: super-blocks of 256 2-bit quants, 4-bit scales and
+	// minimums per 16 (84 bytes).
+	Q2_K
+	// Q3_K is ggml's Q3_K: super-blocks of 256 3-bit quants, 6-bit scales per
+	// 16 (110 bytes).
+	Q3_K
+	// Q4_K is ggml's Q4_K: super-blocks of 256 4-bit quants, 6-bit scales and
+	// minimums per 32 (144 bytes).
+	Q4_K
+	// Q5_K is ggml's Q5_K: super-blocks of 256 5-bit quants, 6-bit scales and
+	// minimums per 32 (176 bytes).
+	Q5_K
+	// Q6_K is ggml's Q6_K: super-blocks of 256 6-bit quants, int8 scales per
+	// 16 (210 bytes).
+	Q6_K
 )
 
-// Size is the number of bytes one element occupies.
-func (d DType) Size() int {
+// info returns the name, elements per block, bytes per block and ggml type of d.
+func (d DType) info() (name string, block, bytes int, g gguf.GGMLType) {
 	switch d {
 	case F32:
-		return 4
-	case BF16, F16:
-		return 2
+		return "F32", 1, 4, gguf.F32
+	case BF16:
+		return "BF16", 1, 2, gguf.BF16
+	case F16:
+		return "F16", 1, 2, gguf.F16
+	case Q8_0:
+		return "Q8_0", 32, 34, gguf.Q8_0
+	case Q4_0:
+		return "Q4_0", 32, 18, gguf.Q4_0
+	case Q4_1:
+		return "Q4_1", 32, 20, gguf.Q4_1
+	case Q5_0:
+		return "Q5_0", 32, 22, gguf.Q5_0
+	case Q5_1:
+		return "Q5_1", 32, 24, gguf.Q5_1
+	case Q2_K:
+		return "Q2_K", 256, 84, gguf.Q2_K
+	case Q3_K:
+		return "Q3_K", 256, 110, gguf.Q3_K
+	case Q4_K:
+		return "Q4_K", 256, 144, gguf.Q4_K
+	case Q5_K:
+		return "Q5_K", 256, 176, gguf.Q5_K
+	case Q6_K:
+		return "Q6_K", 256, 210, gguf.Q6_K
+	}
+	return "", 0, 0, 0
+}
+
+// DTypes lists every dtype, plain ones first.
+func DTypes() []DType {
+	return []DType{F32, BF16, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K}
+}
+
+// Size is the number of bytes one element of a plain dtype occupies; 0 for
+// the quantized dtypes (whose elements share blocks: see RowBytes) and for
+// unknown ones.
+func (d DType) Size() int {
+	if _, bs, b, _ := d.info(); bs == 1 {
+		return b
 	}
 	return 0
 }
 
-// String names the dtype as safetensors does.
+// Valid reports whether d is a known dtype.
+func (d DType) Valid() bool {
+	_, bs, _, _ := d.info()
+	return bs > 0
+}
+
+// Quantized reports whether d stores elements in blocks of more than one.
+func (d DType) Quantized() bool { return d.BlockSize() > 1 }
+
+// BlockSize is the number of elements one block holds: 1 for the plain
+// dtypes, 32 or 256 for the quantized ones, 0 for an unknown dtype.
+func (d DType) BlockSize() int {
+	_, bs, _, _ := d.info()
+	return bs
+}
+
+// BlockBytes is the number of bytes one block occupies (Size for the plain
+// dtypes); 0 for an unknown dtype.
+func (d DType) BlockBytes() int {
+	_, _, b, _ := d.info()
+	return b
+}
+
+// RowBytes is the number of bytes a row of cols elements occupies. It fails
+// for an unknown dtype, cols <= 0, or cols not a multiple of the block size.
+func (d DType) RowBytes(cols int) (int, error) {
+	name, bs, b, _ := d.info()
+	if bs == 0 {
+		return 0, fmt.Errorf("gpu: unsupported dtype %v", d)
+	}
+	if cols <= 0 {
+		return 0, fmt.Errorf("gpu: %s row of %d elements", name, cols)
+	}
+	if cols%bs != 0 {
+		return 0, fmt.Errorf("gpu: %s row of %d elements: not a multiple of the block size %d", name, cols, bs)
+	}
+	return cols / bs * b, nil
+}
+
+// GGML returns the ggml tensor type with d's layout (0, which is F32's id,
+// with ok false for an unknown dtype).
+func (d DType) GGML() (t gguf.GGMLType, ok bool) {
+	_, bs, _, g := d.info()
+	return g, bs > 0
+}
+
+// DTypeOf returns the dtype that stores ggml type t, or false when gpu has
+// none (the IQ types, Q8_1, Q8_K, integer types, F64, ...).
+func DTypeOf(t gguf.GGMLType) (DType, bool) {
+	for _, d := range DTypes() {
+		if g, _ := d.GGML(); g == t {
+			return d, true
+		}
+	}
+	return 0, false
+}
+
+// String names the dtype as safetensors (plain) and ggml (quantized) do.
 func (d DType) String() string {
-	switch d {
-	case F32:
-		return "F32"
-	case BF16:
-		return "BF16"
-	case F16:
-		return "F16"
+	if name, _, _, _ := d.info(); name != "" {
+		return name
 	}
 	return fmt.Sprintf("DType(%d)", uint8(d))
 }
 
 // Weight is a read-only matrix of Rows x Cols elements stored row-major in its
 // own dtype, in the layout of a PyTorch nn.Linear weight: one row per output
-// feature, Cols input features. Data holds the little-endian bytes and may point
-// into a memory-mapped file.
+// feature, Cols input features. Data holds the little-endian bytes (for a
+// quantized dtype, each row its Cols/BlockSize blocks) and may point into a
+// memory-mapped file.
 type Weight struct {
 	DType      DType
 	Rows, Cols int
@@ -55,24 +182,54 @@ type Weight struct {
 	packed atomic.Pointer[Packed] // see Packed
 }
 
-// NewWeight checks that data holds exactly rows*cols elements of dtype.
+// NewWeight checks that data holds exactly rows rows of cols elements of
+// dtype (for a quantized dtype, cols must be a multiple of its block size).
 func NewWeight(dtype DType, rows, cols int, data []byte) (*Weight, error) {
-	if dtype.Size() == 0 {
-		return nil, fmt.Errorf("gpu: unsupported dtype %v", dtype)
+	rb, err := dtype.RowBytes(cols)
+	if err != nil {
+		return nil, fmt.Errorf("gpu: %v weight %dx%d: %w", dtype, rows, cols, err)
 	}
-	if rows <= 0 || cols <= 0 || len(data) != rows*cols*dtype.Size() {
-		return nil, fmt.Errorf("gpu: %v weight %dx%d needs %d bytes, have %d", dtype, rows, cols, rows*cols*dtype.Size(), len(data))
+	if rows <= 0 || len(data) != rows*rb {
+		return nil, fmt.Errorf("gpu: %v weight %dx%d needs %d bytes, have %d", dtype, rows, cols, rows*rb, len(data))
 	}
 	return &Weight{DType: dtype, Rows: rows, Cols: cols, Data: data}, nil
 }
 
+// RowBytes is the number of bytes one row of w occupies (0 when w's dtype
+// and width do not fit: NewWeight rejects such weights).
+func (w *Weight) RowBytes() int {
+	rb, _ := w.DType.RowBytes(w.Cols)
+	return rb
+}
+
 // RowSlice returns rows [from, to) as a Weight sharing the same bytes.
 func (w *Weight) RowSlice(from, to int) *Weight {
-	rb := w.Cols * w.DType.Size()
+	rb := w.RowBytes()
 	return &Weight{DType: w.DType, Rows: to - from, Cols: w.Cols, Data: w.Data[from*rb : to*rb]}
 }
 
-// At returns element (r, c) widened to float32.
+// Row widens row r into dst (len(dst) >= Cols), dequantizing a quantized
+// dtype block by block exactly as the block dequantizers define.
+func (w *Weight) Row(dst []float32, r int) {
+	rb := w.RowBytes()
+	row := w.Data[r*rb : (r+1)*rb]
+	f := w.DType.Dequantizer()
+	bs, bb := w.DType.BlockSize(), w.DType.BlockBytes()
+	if f == nil || rb == 0 {
+		panic(fmt.Sprintf("gpu: bad weight dtype %v", w.DType))
+	}
+	if bs == 1 {
+		f(dst[:w.Cols], row)
+		return
+	}
+	for b := 0; b < w.Cols/bs; b++ {
+		f(dst[b*bs:(b+1)*bs], row[b*bb:(b+1)*bb])
+	}
+}
+
+// At returns element (r, c) widened to float32. For a quantized dtype it
+// dequantizes the block that holds the element (it is meant for the
+// reference backend and tests, not for loops over a whole matrix).
 func (w *Weight) At(r, c int) float32 {
 	i := r*w.Cols + c
 	switch w.DType {
@@ -83,14 +240,23 @@ func (w *Weight) At(r, c int) float32 {
 	case F16:
 		return F16ToF32(binary.LittleEndian.Uint16(w.Data[2*i:]))
 	}
-	panic("gpu: bad dtype")
+	f := w.DType.Dequantizer()
+	bs, bb := w.DType.BlockSize(), w.DType.BlockBytes()
+	if f == nil || bs <= 1 {
+		panic(fmt.Sprintf("gpu: bad weight dtype %v", w.DType))
+	}
+	off := r*w.RowBytes() + c/bs*bb
+	var blk [256]float32
+	f(blk[:bs], w.Data[off:off+bb])
+	return blk[c%bs]
 }
 
-// Float32s widens the whole matrix to a new float32 slice (norm weights, biases).
+// Float32s widens the whole matrix to a new float32 slice (norm weights,
+// biases, and the reference backend's view of quantized weights).
 func (w *Weight) Float32s() []float32 {
 	out := make([]float32, w.Rows*w.Cols)
-	for i := range out {
-		out[i] = w.At(i/w.Cols, i%w.Cols)
+	for r := 0; r < w.Rows; r++ {
+		w.Row(out[r*w.Cols:(r+1)*w.Cols], r)
 	}
 	return out
 }

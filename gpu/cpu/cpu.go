@@ -130,6 +130,15 @@ func (d *Device) Close() {
 	}
 }
 
+// QuantKernels names the kernels that run matmuls of quantized weights:
+// "avx512vnni" on the avx512bf16 set (AVX-512 VNNI on 256-bit vectors),
+// "avx2" or "portable".
+func (d *Device) QuantKernels() string {
+	d.lock()
+	defer d.mu.Unlock()
+	return C.GoString(C.tr_qkernels_name(d.ctx, C.int(gpu.Q8_0)))
+}
+
 // Kernels returns the kernel set in use ("avx512bf16", "avx2" or "portable").
 func (d *Device) Kernels() string { return d.kernels }
 
@@ -171,6 +180,17 @@ func (d *Device) MatMul(dst, x []float32, m int, w *gpu.Weight) {
 		d.matMulPanel(dst, x, m, w, nil, p, nil, C.TR_EPI_STORE)
 		return
 	}
+	if w.DType.Quantized() {
+		d.lock()
+		rc := C.tr_qmatmul(d.ctx, fp(dst), fp(x), C.long(m), unsafe.Pointer(unsafe.SliceData(w.Data)),
+			C.int(w.DType), C.long(n), C.long(k))
+		d.mu.Unlock()
+		runtime.KeepAlive(w)
+		if rc != 0 {
+			panic(fmt.Sprintf("gpu/cpu: MatMul: %v weight %dx%d: no kernel or out of memory", w.DType, n, k))
+		}
+		return
+	}
 	d.lock()
 	C.tr_matmul(d.ctx, fp(dst), fp(x), C.long(m), unsafe.Pointer(unsafe.SliceData(w.Data)), C.int(w.DType),
 		C.long(n), C.long(k))
@@ -189,8 +209,16 @@ func (d *Device) Embed(dst []float32, w *gpu.Weight, ids []int32) {
 			panic(fmt.Sprintf("gpu/cpu: Embed: id %d out of range [0, %d)", id, w.Rows))
 		}
 	}
-	if len(w.Data) < w.Rows*w.Cols*w.DType.Size() || w.DType.Size() == 0 {
+	if rb := w.RowBytes(); rb == 0 || len(w.Data) < w.Rows*rb {
 		panic("gpu/cpu: Embed: bad weight")
+	}
+	if w.DType.Quantized() {
+		// A few rows per token: dequantized in Go by the block dequantizers
+		// that define the values (bit-exact with gpu/ref).
+		for i, id := range ids {
+			w.Row(dst[i*w.Cols:(i+1)*w.Cols], int(id))
+		}
+		return
 	}
 	C.tr_embed(fp(dst), unsafe.Pointer(unsafe.SliceData(w.Data)), C.int(w.DType), C.long(w.Cols),
 		(*C.int32_t)(unsafe.Pointer(unsafe.SliceData(ids))), C.long(len(ids)))

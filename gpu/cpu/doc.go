@@ -68,6 +68,43 @@
 // internal/hugemem memory): from the 4 KiB pages of a file mapping the same
 // decode ran 1.15-1.4x slower on the project's 2-core VM.
 //
+// # Quantized weights
+//
+// Weights in ggml's block formats (gpu.Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K,
+// Q3_K, Q4_K, Q5_K, Q6_K: GGUF files as they come) are never widened for
+// decode. MatMul quantizes each row of x once per call, per block as the
+// weight type pairs it (gpu/ref.QuantizeAct: blocks of 32 with their sum
+// for the types with blocks of 32, blocks of 256 with sums per 16 for the K
+// types; scale amax/127, quants rounded to nearest even), and every output
+// is the sum over blocks of an integer dot product of the stored weight
+// quants with the activation quants, offsets and minimums applied through
+// the activation sums, times the scales (qmm.c, q_impl.h, q_portable.c):
+// gpu/ref.QuantMatMul is that computation in Go, and the tests hold every
+// kernel set to it within 2e-5 of the sum of the absolute values of its
+// float terms. The result differs from x times the dequantized weights by the
+// rounding of the activations (at most half a step of each activation
+// block's scale times |w|).
+//
+// The kernels take the weight quants as unsigned bytes as stored (nibbles
+// with the fifth or sixth bits or'ed in) and the activations as signed
+// bytes: on the avx512bf16 set vpdpbusd (AVX-512 VNNI on 256-bit vectors)
+// sums 4 products into int32 lanes exactly; on avx2 vpmaddubsw and vpmaddwd
+// do (the largest pair, 63*127*2, fits int16); Q8_0 uses |w| and x with w's
+// sign. The sub-block scales multiply the int32 lanes; per block the sums
+// are converted once and scaled in float32. One call dots a weight row with
+// up to 4 rows of x, unpacking each weight vector once for all of them.
+// Portable C does the same with scalar integers.
+//
+// Decode (m < 32) streams the weights once, threads owning regions of rows
+// as for 16-bit decode (with stealing), prefetching 4 KB ahead; prefills of
+// 16-31 rows take 32 KB groups of weight rows that stay in cache while every
+// 4 rows of x pass. From 32 rows of x on (compute-bound prefill) the weights
+// are dequantized to float32, bit-exact with gpu's block dequantizers, in
+// chunks of at most 4 MB, and multiplied by x unquantized with the f32
+// kernels (the packed outer-product kernel on avx512bf16): gpu/ref.MatMul's
+// semantics at the FMA peak. Embed dequantizes the gathered rows with
+// gpu's block dequantizers (bit-exact).
+//
 // # Precision
 //
 // Activations are float32 and accumulation is in float32. F32 weights are used

@@ -102,7 +102,7 @@ func (d *Device) checkMatMul(op string, dst, x []float32, m int, w *gpu.Weight) 
 	if len(dst) < m*n {
 		need(op+" dst", len(dst), m*n)
 	}
-	if n <= 0 || k <= 0 || len(w.Data) < n*k*w.DType.Size() || w.DType.Size() == 0 {
+	if rb := w.RowBytes(); n <= 0 || k <= 0 || rb == 0 || len(w.Data) < n*rb {
 		panic(fmt.Sprintf("gpu/cpu: %s: bad weight %v %dx%d with %d bytes", op, w.DType, n, k, len(w.Data)))
 	}
 }

@@ -35,6 +35,10 @@ typedef struct {
 
 struct tr_ctx {
 	const tr_kernels *k;
+	const tr_qkernels *qk;
+	/* Buffers of tr_ctx_buf (quantized activations). */
+	void *buf[2];
+	size_t bufn[2];
 	int nth;
 	int fast_bf16, mm_mode;
 	int attn_mode; /* TR_ATTN_* */
@@ -193,6 +197,15 @@ tr_ctx *tr_new(int kset, int threads, int fast_bf16, int mm_mode) {
 	default:
 		c->k = &tr_kernels_portable;
 	}
+	c->qk = &tr_qk_portable;
+#if defined(__x86_64__)
+	if (kset == TR_K_AVX2)
+		c->qk = &tr_qk_avx2;
+	/* Every CPU with AVX512_BF16 so far has AVX512_VNNI; where one does not,
+	 * the AVX2 quantized kernels run. */
+	if (kset == TR_K_AVX512BF16)
+		c->qk = __builtin_cpu_supports("avx512vnni") ? &tr_qk_avx512 : &tr_qk_avx2;
+#endif
 	if (threads < 1)
 		threads = 1;
 	c->nth = threads;
@@ -230,6 +243,8 @@ void tr_free(tr_ctx *c) {
 	free(c->th);
 	free(c->xb);
 	free(c->xp);
+	free(c->buf[0]);
+	free(c->buf[1]);
 	free(c->dpart);
 	free((void *)c->dcnt);
 	pthread_mutex_destroy(&c->mu);
@@ -282,7 +297,9 @@ typedef struct {
 
 typedef struct {
 	tr_ctx *c;
-	tr_mm_args a;
+	tr_rows_fn fn;
+	void *arg;
+	long n;
 	long minu, maxu; /* chunk bounds in units */
 	int nreg;
 	mm_region reg[MMR_MAXTH];
@@ -317,12 +334,10 @@ static int mmr_take(mmr_job *j, int r, int own, long *u0, long *u1) {
 static void mmr_worker(void *p, int tid, int nth) {
 	mmr_job *j = p;
 	(void)nth;
-	size_t sb = j->c->k->mm_scratch ? j->c->k->mm_scratch(&j->a) : 0;
-	void *s = sb ? scratch(j->c, tid, sb) : NULL;
 	long u0, u1;
-	const long n = j->a.n;
+	const long n = j->n;
 	while (tid < j->nreg && mmr_take(j, tid, 1, &u0, &u1))
-		j->c->k->mm(&j->a, u0 * MMR_UNIT, u1 * MMR_UNIT < n ? u1 * MMR_UNIT : n, s);
+		j->fn(j->arg, u0 * MMR_UNIT, u1 * MMR_UNIT < n ? u1 * MMR_UNIT : n, tid);
 	for (;;) {
 		int best = -1;
 		long most = 0;
@@ -337,14 +352,15 @@ static void mmr_worker(void *p, int tid, int nth) {
 		if (best < 0)
 			return;
 		if (mmr_take(j, best, 0, &u0, &u1))
-			j->c->k->mm(&j->a, u0 * MMR_UNIT, u1 * MMR_UNIT < n ? u1 * MMR_UNIT : n, s);
+			j->fn(j->arg, u0 * MMR_UNIT, u1 * MMR_UNIT < n ? u1 * MMR_UNIT : n, tid);
 	}
 }
 
-static void mm_regions(tr_ctx *c, const tr_mm_args *a, int nth) {
-	mmr_job j = {.c = c, .a = *a, .nreg = nth};
-	long units = (a->n + MMR_UNIT - 1) / MMR_UNIT;
-	long rowb = a->k * (a->dtype == TR_F32 ? 4 : 2);
+void tr_regions(tr_ctx *c, long n, long rowb, tr_rows_fn fn, void *arg, int nth) {
+	if (nth > MMR_MAXTH)
+		nth = MMR_MAXTH;
+	mmr_job j = {.c = c, .fn = fn, .arg = arg, .n = n, .nreg = nth};
+	long units = (n + MMR_UNIT - 1) / MMR_UNIT;
 	/* chunks of about 16 KB to 512 KB of weights */
 	j.minu = (16384 / rowb + MMR_UNIT - 1) / MMR_UNIT;
 	j.maxu = (524288 / rowb) / MMR_UNIT;
@@ -358,6 +374,35 @@ static void mm_regions(tr_ctx *c, const tr_mm_args *a, int nth) {
 	}
 	run(c, mmr_worker, &j, nth);
 }
+
+typedef struct {
+	tr_ctx *c;
+	const tr_mm_args *a;
+} mmr_arg;
+
+static void mmr_rows(void *p, long n0, long n1, int tid) {
+	mmr_arg *r = p;
+	size_t sb = r->c->k->mm_scratch ? r->c->k->mm_scratch(r->a) : 0;
+	void *s = sb ? scratch(r->c, tid, sb) : NULL;
+	r->c->k->mm(r->a, n0, n1, s);
+}
+
+static void mm_regions(tr_ctx *c, const tr_mm_args *a, int nth) {
+	mmr_arg r = {.c = c, .a = a};
+	tr_regions(c, a->n, a->k * (a->dtype == TR_F32 ? 4 : 2), mmr_rows, &r, nth);
+}
+
+void *tr_ctx_buf(tr_ctx *c, int which, size_t bytes) {
+	if (c->bufn[which] < bytes) {
+		free(c->buf[which]);
+		size_t n = (bytes + bytes / 4 + 4096 + 63) & ~(size_t)63;
+		c->buf[which] = aligned_alloc(64, n);
+		c->bufn[which] = c->buf[which] ? n : 0;
+	}
+	return c->buf[which];
+}
+
+const tr_qkernels *tr_ctx_qkernels(const tr_ctx *c) { return c->qk; }
 
 static void xconv_worker(void *p, int tid, int nth) {
 	mm_job *j = p;

@@ -5,7 +5,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Weight dtypes: the values of gpu.DType. */
 enum { TR_F32 = 1, TR_BF16 = 2, TR_F16 = 3 };
+enum {
+	TR_Q8_0 = 4,
+	TR_Q4_0 = 5,
+	TR_Q4_1 = 6,
+	TR_Q5_0 = 7,
+	TR_Q5_1 = 8,
+	TR_Q2_K = 9,
+	TR_Q3_K = 10,
+	TR_Q4_K = 11,
+	TR_Q5_K = 12,
+	TR_Q6_K = 13,
+	TR_NDTYPE = 14
+};
 enum { TR_K_PORTABLE = 0, TR_K_AVX2 = 1, TR_K_AVX512BF16 = 2 };
 
 /* Matmul precision strategies for 16-bit weights (see doc.go). */
@@ -44,6 +58,23 @@ typedef struct {
 	int epi;
 } tr_panel_seg;
 void tr_matmul_panels(tr_ctx *c, const float *x, long m, long k, int nseg, const tr_panel_seg *seg);
+
+/* Matmul with quantized weights (dtype TR_Q*; k a multiple of the block
+ * size): x is quantized per block once per call, then integer block dot
+ * products times the scales (qmm.c). Returns 0, or -1 for a dtype without
+ * kernels or out of memory (nothing written). */
+/* From this many rows of x on, tr_qmatmul dequantizes the weights to
+ * float32 and runs the f32 matmul (exact x, gpu/ref.MatMul's semantics). */
+#define TR_QMM_DEQUANT 32
+int tr_qmm_dequant_min(void);
+int tr_qmatmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, int dtype, long n, long k);
+/* Quantizes the m rows of k elements of x into activation blocks for
+ * weights of dtype (tests): dst receives tr_qact_bytes(dtype, k) per row. */
+size_t tr_qact_bytes(int dtype, long k);
+void tr_qact(tr_ctx *c, void *dst, const float *x, long m, long k, int dtype);
+/* Name of the quantized kernels in use for dtype ("avx512vnni", "avx2",
+ * "portable"). */
+const char *tr_qkernels_name(tr_ctx *c, int dtype);
 
 void tr_embed(float *dst, const void *w, int dtype, long cols, const int32_t *ids, long nids);
 void tr_rmsnorm(tr_ctx *c, float *dst, const float *x, const float *w, long rows, long n, float eps, int unit);

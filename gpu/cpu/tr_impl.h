@@ -113,6 +113,52 @@ typedef struct {
 	int vw; /* float lanes of the vectors of this set */
 } tr_kernels;
 
+/* Quantized activations (qmm.c): a block of 32 for the weight types with
+ * blocks of 32, a block of 256 with the sums per 16 for the K types. d is
+ * amax/127 and q = round_to_even(x * (127/amax)) (gpu/ref.QuantizeAct). */
+typedef struct {
+	float d;
+	int32_t sum;
+	int8_t q[32];
+} tr_qa32;
+typedef struct {
+	float d;
+	int16_t bsums[16];
+	int8_t q[256];
+} tr_qak;
+
+/* Dot products of one weight row (nb blocks) with nx <= 4 rows of quantized
+ * activations xs bytes apart: out[r] = w . xq[r]. */
+typedef void (*tr_qdot_fn)(int nx, const uint8_t *w, const uint8_t *xq, long xs, long nb, float *out);
+
+typedef struct {
+	const char *name;
+	/* n elements (a multiple of 32, or of 256) into blocks. */
+	void (*quant32)(const float *x, tr_qa32 *dst, long n);
+	void (*quantk)(const float *x, tr_qak *dst, long n);
+	tr_qdot_fn dot[TR_NDTYPE]; /* by dtype; NULL for the plain ones */
+} tr_qkernels;
+
+extern const tr_qkernels tr_qk_portable;
+#if defined(__x86_64__)
+extern const tr_qkernels tr_qk_avx2;
+extern const tr_qkernels tr_qk_avx512;
+#endif
+
+/* Rows [r0, r1) of a quantized weight (rows of rowb bytes, k elements)
+ * widened to float32 into dst, exactly as gpu's block dequantizers. */
+void tr_qdequant(int dt, const uint8_t *w, long rowb, long r0, long r1, long k, float *dst);
+
+/* The decode scheduler of pool.c: rows [0, n) in regions per thread with
+ * stealing, fn(arg, n0, n1, tid) per chunk; rowb is the bytes of a row of
+ * weights (chunks are sized from it). */
+typedef void (*tr_rows_fn)(void *arg, long n0, long n1, int tid);
+void tr_regions(tr_ctx *c, long n, long rowb, tr_rows_fn fn, void *arg, int nth);
+/* A buffer of at least bytes owned by the context (64-byte aligned; which
+ * picks one of its buffers); NULL when out of memory. */
+void *tr_ctx_buf(tr_ctx *c, int which, size_t bytes);
+const tr_qkernels *tr_ctx_qkernels(const tr_ctx *c);
+
 /* The worker pool, for drivers outside pool.c: run calls fn(arg, tid, nth)
  * on nth threads (the caller is tid 0) and returns when all are done. */
 typedef void (*tr_job_fn)(void *arg, int tid, int nth);

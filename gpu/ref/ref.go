@@ -22,12 +22,17 @@ var _ gpu.Device = Device{}
 // Name implements gpu.Device.
 func (Device) Name() string { return "ref" }
 
-// MatMul implements gpu.Device.
+// MatMul implements gpu.Device. Quantized weights are dequantized row by
+// row (gpu.Weight.Row, the block dequantizers) and the dot products taken in
+// float64: the exact product of x with the weights' values. The fast
+// backends quantize x too; QuantMatMul is the reference of what they compute.
 func (Device) MatMul(dst, x []float32, m int, w *gpu.Weight) {
+	rowf := make([]float32, w.Cols)
 	row := make([]float64, w.Cols)
 	for j := 0; j < w.Rows; j++ {
-		for k := range row {
-			row[k] = float64(w.At(j, k))
+		w.Row(rowf, j)
+		for k, v := range rowf {
+			row[k] = float64(v)
 		}
 		for i := 0; i < m; i++ {
 			xi := x[i*w.Cols : (i+1)*w.Cols]
@@ -40,12 +45,10 @@ func (Device) MatMul(dst, x []float32, m int, w *gpu.Weight) {
 	}
 }
 
-// Embed implements gpu.Device.
+// Embed implements gpu.Device: the rows of w widened (dequantized) to float32.
 func (Device) Embed(dst []float32, w *gpu.Weight, ids []int32) {
 	for i, id := range ids {
-		for c := 0; c < w.Cols; c++ {
-			dst[i*w.Cols+c] = w.At(int(id), c)
-		}
+		w.Row(dst[i*w.Cols:(i+1)*w.Cols], int(id))
 	}
 }
 

@@ -1,0 +1,238 @@
+/* The matmul of quantized weights: dst = x·Wᵀ with W in a ggml block
+ * format. x is quantized once per call (tr_qa32 or tr_qak blocks, see
+ * tr_impl.h), then every output is the dot product of a weight row with a
+ * row of quantized activations (the kernel set's tr_qkernels).
+ *
+ * Decode (m < 16) streams W once: each thread owns a region of the output
+ * rows (tr_regions, as the 16-bit decode matmul does) and walks it front to
+ * back, each weight row dotted with up to 4 rows of x per pass (from L1 for
+ * the later passes), with the rows a few KB ahead prefetched.
+ * Small prefills (16 <= m < TR_QMM_DEQUANT) take groups of weight rows from
+ * a shared counter; a group (about 32 KB of weights) stays in L1/L2 while
+ * every 4 rows of x pass over it, so W is read from memory once per call,
+ * not once per row of x.
+ * Larger prefills are compute-bound, where the f32 kernels (on the
+ * avx512bf16 set the packed outer-product kernel, near the FMA peak) beat
+ * integer dot products of 32 elements: the weights are dequantized to
+ * float32, all threads a slice of rows each, in chunks of at most 4 MB
+ * (one chunk when the whole matrix fits), and each chunk multiplied by x
+ * unquantized. Those calls compute gpu/ref's MatMul semantics (x times the
+ * dequantized weights) in float32. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "tr_impl.h"
+
+/* Bytes of a block of weights of dtype dt and the elements it holds. */
+static long qblock_bytes(int dt) {
+	switch (dt) {
+	case TR_Q8_0: return 34;
+	case TR_Q4_0: return 18;
+	case TR_Q4_1: return 20;
+	case TR_Q5_0: return 22;
+	case TR_Q5_1: return 24;
+	case TR_Q2_K: return 84;
+	case TR_Q3_K: return 110;
+	case TR_Q4_K: return 144;
+	case TR_Q5_K: return 176;
+	case TR_Q6_K: return 210;
+	}
+	return 0;
+}
+static long qblock_elems(int dt) { return dt >= TR_Q2_K && dt <= TR_Q6_K ? 256 : 32; }
+
+size_t tr_qact_bytes(int dtype, long k) {
+	return qblock_elems(dtype) == 256 ? (size_t)(k / 256) * sizeof(tr_qak) : (size_t)(k / 32) * sizeof(tr_qa32);
+}
+
+const char *tr_qkernels_name(tr_ctx *c, int dtype) {
+	const tr_qkernels *q = tr_ctx_qkernels(c);
+	(void)dtype;
+	return q->name;
+}
+
+typedef struct {
+	const tr_qkernels *q;
+	void *dst;
+	const float *x;
+	long m, k;
+	size_t xs;
+	int dtype;
+} qact_job;
+
+static void qact_rows(const qact_job *j, long r0, long r1) {
+	for (long r = r0; r < r1; r++) {
+		uint8_t *o = (uint8_t *)j->dst + (size_t)r * j->xs;
+		if (qblock_elems(j->dtype) == 256)
+			j->q->quantk(j->x + r * j->k, (tr_qak *)o, j->k);
+		else
+			j->q->quant32(j->x + r * j->k, (tr_qa32 *)o, j->k);
+	}
+}
+
+static void qact_worker(void *p, int tid, int nth) {
+	qact_job *j = p;
+	long r0 = j->m * tid / nth, r1 = j->m * (tid + 1) / nth;
+	qact_rows(j, r0, r1);
+}
+
+static void qact(tr_ctx *c, void *dst, const float *x, long m, long k, int dtype, int nth) {
+	qact_job j = {.q = tr_ctx_qkernels(c), .dst = dst, .x = x, .m = m, .k = k,
+		      .xs = tr_qact_bytes(dtype, k), .dtype = dtype};
+	if (m < 4 || m * k < 65536)
+		nth = 1;
+	tr_run(c, qact_worker, &j, nth);
+}
+
+void tr_qact(tr_ctx *c, void *dst, const float *x, long m, long k, int dtype) {
+	qact(c, dst, x, m, k, dtype, tr_nthreads(c));
+}
+
+typedef struct {
+	tr_qdot_fn dot;
+	float *dst;
+	const uint8_t *w, *xq;
+	long m, n, nb;
+	long rowb, xs;
+	long group, ngroups;
+	_Atomic long next;
+} qmm_job;
+
+/* Prefetch distance of the decode walk, in bytes of weights. */
+#define QPF_BYTES 4096
+
+/* Output rows [n0, n1), all m rows of x. */
+static void qmm_rows(void *p, long n0, long n1, int tid) {
+	qmm_job *j = p;
+	(void)tid;
+	const long rowb = j->rowb, N = j->n;
+	const uint8_t *end = j->w + N * rowb;
+	for (long r = n0; r < n1; r++) {
+		const uint8_t *wr = j->w + r * rowb;
+		/* the bytes QPF_BYTES ahead of this row, one line per 64 */
+		const uint8_t *pf = wr + QPF_BYTES;
+		for (long o = 0; o < rowb && pf + o < end; o += 64)
+			__builtin_prefetch(pf + o, 0, 0);
+		for (long i0 = 0; i0 < j->m; i0 += 4) {
+			int nx = j->m - i0 < 4 ? (int)(j->m - i0) : 4;
+			float out[4];
+			j->dot(nx, wr, j->xq + i0 * j->xs, j->xs, j->nb, out);
+			for (int t = 0; t < nx; t++)
+				j->dst[(i0 + t) * N + r] = out[t];
+		}
+	}
+}
+
+/* Prefill: groups of weight rows from the shared counter; for each group,
+ * tiles of 4 rows of x over its rows. */
+static void qmm_worker(void *p, int tid, int nth) {
+	qmm_job *j = p;
+	(void)tid;
+	(void)nth;
+	const long N = j->n;
+	for (;;) {
+		long g = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+		if (g >= j->ngroups)
+			return;
+		long n0 = g * j->group, n1 = n0 + j->group < N ? n0 + j->group : N;
+		for (long i0 = 0; i0 < j->m; i0 += 4) {
+			int nx = j->m - i0 < 4 ? (int)(j->m - i0) : 4;
+			const uint8_t *xq = j->xq + i0 * j->xs;
+			for (long r = n0; r < n1; r++) {
+				float out[4];
+				j->dot(nx, j->w + r * j->rowb, xq, j->xs, j->nb, out);
+				for (int t = 0; t < nx; t++)
+					j->dst[(i0 + t) * N + r] = out[t];
+			}
+		}
+	}
+}
+
+typedef struct {
+	int dtype;
+	const uint8_t *w;
+	long rowb, r0, r1, k;
+	float *dst;
+} deq_job;
+
+static void deq_worker(void *p, int tid, int nth) {
+	deq_job *j = p;
+	long n = j->r1 - j->r0;
+	long a = j->r0 + n * tid / nth, b = j->r0 + n * (tid + 1) / nth;
+	if (a < b)
+		tr_qdequant(j->dtype, j->w, j->rowb, a, b, j->k, j->dst + (a - j->r0) * j->k);
+}
+
+/* Bytes of dequantized weights per chunk of a large prefill. */
+#define QDEQ_CHUNK (4L << 20)
+
+static int qmm_dequant(tr_ctx *c, float *dst, const float *x, long m, const uint8_t *w, int dtype, long n, long k,
+		       long rowb, int nth) {
+	long rows = QDEQ_CHUNK / (k * 4);
+	if (rows < 16)
+		rows = 16;
+	if (rows >= n || n * k * 4 <= 2 * QDEQ_CHUNK)
+		rows = n;
+	float *wf = tr_ctx_buf(c, 1, (size_t)rows * (size_t)k * 4);
+	float *tmp = rows < n ? tr_ctx_buf(c, 0, (size_t)m * (size_t)rows * 4) : dst;
+	if (!wf || !tmp)
+		return -1;
+	for (long r0 = 0; r0 < n; r0 += rows) {
+		long r1 = r0 + rows < n ? r0 + rows : n;
+		deq_job dj = {.dtype = dtype, .w = w, .rowb = rowb, .r0 = r0, .r1 = r1, .k = k, .dst = wf};
+		tr_run(c, deq_worker, &dj, nth);
+		tr_matmul(c, tmp, x, m, wf, TR_F32, r1 - r0, k);
+		if (tmp != dst)
+			for (long i = 0; i < m; i++)
+				memcpy(dst + i * n + r0, tmp + i * (r1 - r0), (size_t)(r1 - r0) * 4);
+	}
+	return 0;
+}
+
+int tr_qmm_dequant_min(void) { return TR_QMM_DEQUANT; }
+
+/* Multiply-adds below which a call runs on the calling thread. */
+#define QMM_SERIAL 65536L
+
+int tr_qmatmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, int dtype, long n, long k) {
+	if (dtype < TR_Q8_0 || dtype >= TR_NDTYPE || m <= 0 || n <= 0 || k <= 0 || k % qblock_elems(dtype) != 0)
+		return -1;
+	if (m >= TR_QMM_DEQUANT)
+		return qmm_dequant(c, dst, x, m, w, dtype, n, k, k / qblock_elems(dtype) * qblock_bytes(dtype),
+				   tr_nthreads(c));
+	const tr_qkernels *q = tr_ctx_qkernels(c);
+	tr_qdot_fn dot = q->dot[dtype];
+	if (!dot)
+		dot = tr_qk_portable.dot[dtype];
+	const size_t xs = tr_qact_bytes(dtype, k);
+	uint8_t *xq = tr_ctx_buf(c, 0, (size_t)m * xs);
+	if (!xq)
+		return -1;
+	int nth = tr_nthreads(c);
+	if (m * n * k < QMM_SERIAL)
+		nth = 1;
+	qact(c, xq, x, m, k, dtype, nth);
+	qmm_job j = {.dot = dot, .dst = dst, .w = w, .xq = xq, .m = m, .n = n, .nb = k / qblock_elems(dtype),
+		     .xs = (long)xs};
+	j.rowb = j.nb * qblock_bytes(dtype);
+	if (m < 16) {
+		if (nth > 1)
+			tr_regions(c, n, j.rowb, qmm_rows, &j, nth);
+		else
+			qmm_rows(&j, 0, n, 0);
+		return 0;
+	}
+	/* groups of about 32 KB of weights, at least 4 rows, and at least 4
+	 * groups per thread */
+	long g = 32768 / j.rowb;
+	g = g < 4 ? 4 : g;
+	if (nth > 1 && (n + g - 1) / g < 4L * nth) {
+		g = n / (4L * nth);
+		g = g < 1 ? 1 : g;
+	}
+	j.group = g;
+	j.ngroups = (n + g - 1) / g;
+	atomic_store(&j.next, 0);
+	tr_run(c, qmm_worker, &j, nth);
+	return 0;
+}

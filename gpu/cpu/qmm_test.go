@@ -1,0 +1,370 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand"
+	"path/filepath"
+	"testing"
+
+	"github.com/troupe-ai/troupe/gguf"
+	"github.com/troupe-ai/troupe/gpu"
+	"github.com/troupe-ai/troupe/gpu/ref"
+	"github.com/troupe-ai/troupe/internal/fixtures"
+)
+
+// quantTypes are the quantized dtypes, with the offsets of their F16 scale
+// and minimum fields in a block.
+var quantTypes = []struct {
+	dt     gpu.DType
+	scales []int
+}{
+	{gpu.Q8_0, []int{0}},
+	{gpu.Q4_0, []int{0}},
+	{gpu.Q4_1, []int{0, 2}},
+	{gpu.Q5_0, []int{0}},
+	{gpu.Q5_1, []int{0, 2}},
+	{gpu.Q2_K, []int{80, 82}},
+	{gpu.Q3_K, []int{108}},
+	{gpu.Q4_K, []int{0, 2}},
+	{gpu.Q5_K, []int{0, 2}},
+	{gpu.Q6_K, []int{208}},
+}
+
+// randQuantWeight builds rows x cols of dt from random blocks: random quant
+// and sub-scale bytes (every bit pattern a block can hold), and F16 scales
+// of random sign around 2^-5.
+func randQuantWeight(r *rand.Rand, dt gpu.DType, scales []int, rows, cols int) *gpu.Weight {
+	rb, err := dt.RowBytes(cols)
+	if err != nil {
+		panic(err)
+	}
+	data := make([]byte, rows*rb)
+	r.Read(data)
+	bb := dt.BlockBytes()
+	for b := 0; b < len(data)/bb; b++ {
+		for _, off := range scales {
+			v := float32((0.5 + r.Float64()) / 32)
+			if r.Intn(2) == 0 {
+				v = -v
+			}
+			binary.LittleEndian.PutUint16(data[b*bb+off:], gpu.F32ToF16(v))
+		}
+	}
+	w, err := gpu.NewWeight(dt, rows, cols, data)
+	if err != nil {
+		panic(err)
+	}
+	return w
+}
+
+// qcheck runs d.MatMul on w and x and compares every output with
+// gpu/ref.QuantMatMul (what the kernels compute: within 2e-5 of the sum of
+// the absolute values of its float terms) and with the exact product on the
+// dequantized weights (within the activations' rounding, half a step of
+// each block's scale times |w|). From quantDequantMin rows of x on, where
+// the weights are dequantized and x is not quantized, it compares with the
+// exact product within 1e-5 of sum |x||w| instead.
+func qcheck(t *testing.T, d *Device, w *gpu.Weight, x []float32, m int, exact bool) {
+	t.Helper()
+	n, k := w.Rows, w.Cols
+	got := make([]float32, m*n+1)
+	got[m*n] = 12345
+	d.MatMul(got, x, m, w)
+	if got[m*n] != 12345 {
+		t.Fatal("MatMul wrote past m*n")
+	}
+	if m >= quantDequantMin {
+		want := make([]float32, m*n)
+		ref.Device{}.MatMul(want, x, m, w)
+		wf := w.Float32s()
+		for i := 0; i < m; i++ {
+			for j := 0; j < n; j++ {
+				var scale float64
+				for c := 0; c < k; c++ {
+					scale += math.Abs(float64(x[i*k+c]) * float64(wf[j*k+c]))
+				}
+				e := math.Abs(float64(got[i*n+j]) - float64(want[i*n+j]))
+				if e > 1e-5*scale+1e-30 || math.IsNaN(float64(got[i*n+j])) {
+					t.Fatalf("%s %v m=%d n=%d k=%d: dst[%d][%d] = %g, reference %g (error %.3g of sum|x||w| %g)",
+						d.Name(), w.DType, m, n, k, i, j, got[i*n+j], want[i*n+j], e/scale, scale)
+				}
+			}
+		}
+		return
+	}
+	want := make([]float32, m*n)
+	mag := make([]float32, m*n)
+	if err := ref.QuantMatMul(want, x, m, w, mag); err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		e := math.Abs(float64(got[i]) - float64(want[i]))
+		if e > 2e-5*float64(mag[i])+1e-30 || math.IsNaN(float64(got[i])) {
+			t.Fatalf("%s %v m=%d n=%d k=%d: dst[%d][%d] = %g, quantized reference %g (error %.3g of magnitude %g)",
+				d.Name(), w.DType, m, n, k, i/n, i%n, got[i], want[i], e/float64(mag[i]), mag[i])
+		}
+	}
+	if !exact {
+		return
+	}
+	deq := make([]float32, m*n)
+	ref.Device{}.MatMul(deq, x, m, w)
+	wf := w.Float32s()
+	bs := ref.ActBlockSize(w.DType)
+	for i := 0; i < m; i++ {
+		act := ref.QuantizeAct(x[i*k:(i+1)*k], bs)
+		for j := 0; j < n; j++ {
+			var bound, scale float64
+			for c := 0; c < k; c++ {
+				wv := math.Abs(float64(wf[j*k+c]))
+				bound += wv * float64(act[c/bs].D) / 2
+				scale += wv * math.Abs(float64(x[i*k+c]))
+			}
+			e := math.Abs(float64(got[i*n+j]) - float64(deq[i*n+j]))
+			if e > bound*1.001+1e-5*scale {
+				t.Fatalf("%s %v: dst[%d][%d] = %g, dequantized reference %g: error %g > bound %g",
+					d.Name(), w.DType, i, j, got[i*n+j], deq[i*n+j], e, bound)
+			}
+		}
+	}
+}
+
+// qdevices returns a device per supported kernel set, with 1 and 2 threads,
+// and checks which quantized kernels each set runs.
+func qdevices(t *testing.T) []*Device {
+	ds := devices(t, 1, 2)
+	for _, d := range ds {
+		want := map[string][]string{"avx512bf16": {"avx512vnni", "avx2"}, "avx2": {"avx2"}, "portable": {"portable"}}[d.Kernels()]
+		if q := d.QuantKernels(); q != want[0] && (len(want) < 2 || q != want[1]) {
+			t.Fatalf("%s runs quantized kernels %q, want %q", d.Name(), q, want)
+		}
+	}
+	return ds
+}
+
+// TestQuantMatMul runs every quantized dtype on every kernel set: decode
+// (m = 1, 3), a batch (m = 8), prefill (m = 17, 33: odd, past the tile of 4
+// rows of x); output counts that are not a multiple of a tile or chunk; the
+// smallest width (one block) and several blocks.
+func TestQuantMatMul(t *testing.T) {
+	r := rand.New(rand.NewSource(17))
+	shapes := []struct{ m, n, blocks int }{
+		{1, 5, 1}, {1, 67, 3}, {3, 33, 2}, {8, 19, 1}, {17, 35, 2}, {31, 9, 1}, {33, 9, 1}, {40, 37, 2},
+	}
+	for _, qt := range quantTypes {
+		t.Run(qt.dt.String(), func(t *testing.T) {
+			for _, d := range qdevices(t) {
+				for si, s := range shapes {
+					k := s.blocks * qt.dt.BlockSize()
+					w := randQuantWeight(r, qt.dt, qt.scales, s.n, k)
+					x := randSlice(r, s.m*k, 1)
+					if si == 2 {
+						for i := 0; i < qt.dt.BlockSize(); i++ { // an all-zero block
+							x[k+i] = 0
+						}
+					}
+					qcheck(t, d, w, x, s.m, si < 3)
+				}
+			}
+		})
+	}
+}
+
+// TestQuantMatMulThreads: a matrix large enough for the threads to split
+// it (decode regions and prefill groups), on the best kernel set.
+func TestQuantMatMulThreads(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	d, err := New(Options{Threads: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, qt := range []int{0, 7, 9} { // Q8_0, Q4_K, Q6_K
+		q := quantTypes[qt]
+		k := 1024
+		w := randQuantWeight(r, q.dt, q.scales, 300, k)
+		for _, m := range []int{1, 5, 20} {
+			qcheck(t, d, w, randSlice(r, m*k, 1), m, false)
+		}
+	}
+	// a large prefill: the dequantized weights (9 MB) go in chunks
+	q := quantTypes[0]
+	w := randQuantWeight(r, q.dt, q.scales, 1500, 1536)
+	qcheck(t, d, w, randSlice(r, quantDequantMin*1536, 1), quantDequantMin, false)
+}
+
+// TestQuantActivations: the C quantization of activations gives
+// gpu/ref.QuantizeAct's scales, quants and sums bit for bit, on every
+// kernel set, including values at rounding ties.
+func TestQuantActivations(t *testing.T) {
+	r := rand.New(rand.NewSource(4))
+	const k = 512
+	x := randSlice(r, 2*k, 3)
+	// ties: x * 127/amax lands on .5 for amax = 127
+	x[0] = 127
+	for i := 1; i < 40; i++ {
+		x[i] = float32(i) + 0.5
+	}
+	x[40] = -127
+	for i := 2 * 32; i < 3*32; i++ { // an all-zero block of 32
+		x[i] = 0
+	}
+	for _, d := range devices(t, 1) {
+		for _, dt := range []gpu.DType{gpu.Q8_0, gpu.Q4_K} {
+			bs := ref.ActBlockSize(dt)
+			got := d.quantizeAct(x, 2, k, dt)
+			for row := 0; row < 2; row++ {
+				want := ref.QuantizeAct(x[row*k:(row+1)*k], bs)
+				for b, wb := range want {
+					gb := got[row*k/bs+b]
+					if gb.D != wb.D || fmt.Sprint(gb.Q) != fmt.Sprint(wb.Q) || fmt.Sprint(gb.Sums) != fmt.Sprint(wb.Sums) {
+						t.Fatalf("%s %v row %d block %d:\n got %v %v %v\nwant %v %v %v", d.Name(), dt, row, b,
+							gb.D, gb.Q, gb.Sums, wb.D, wb.Q, wb.Sums)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestQuantEmbed: Embed of quantized weights gives gpu/ref's rows bit for bit.
+func TestQuantEmbed(t *testing.T) {
+	r := rand.New(rand.NewSource(8))
+	d, err := New(Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, qt := range quantTypes {
+		w := randQuantWeight(r, qt.dt, qt.scales, 9, 2*qt.dt.BlockSize())
+		ids := []int32{8, 0, 3, 3}
+		got := make([]float32, len(ids)*w.Cols)
+		want := make([]float32, len(ids)*w.Cols)
+		d.Embed(got, w, ids)
+		ref.Device{}.Embed(want, w, ids)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%v: [%d] = %g, ref %g", qt.dt, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// TestQuantMatMulFixtures runs, for every quantized matrix of the llama
+// GGUF fixtures written by llama-quantize (Q4_K_M, Q6_K, Q8_0 and the other
+// types), our matmul with a random x (decode and prefill) against
+// gpu/ref.QuantMatMul on every kernel set.
+func TestQuantMatMulFixtures(t *testing.T) {
+	dir := fixtures.Path(t, "gguf", "llama")
+	files := []string{"llama-q4_k_m.gguf", "llama-q6_k.gguf", "llama-q8_0.gguf", "llama-q5_k_m.gguf",
+		"llama-q3_k_m.gguf", "llama-q2_k.gguf", "llama-q4_0.gguf", "llama-q4_1.gguf", "llama-q5_0.gguf", "llama-q5_1.gguf"}
+	r := rand.New(rand.NewSource(11))
+	devs := devices(t, 2)
+	seen := map[gpu.DType]int{}
+	for _, name := range files {
+		t.Run(name, func(t *testing.T) {
+			f, err := gguf.Open(filepath.Join(dir, name))
+			if err != nil {
+				if name == files[0] || name == files[1] || name == files[2] {
+					t.Fatal(err)
+				}
+				t.Skip(err)
+			}
+			defer f.Close()
+			n := 0
+			for _, ti := range f.Tensors() {
+				dt, ok := gpu.DTypeOf(ti.Type)
+				if !ok || !dt.Quantized() || len(ti.Dims) != 2 {
+					continue
+				}
+				data, err := f.TensorData(ti.Name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w, err := gpu.NewWeight(dt, int(ti.Rows()), int(ti.RowLen()), data)
+				if err != nil {
+					t.Fatalf("%s: %v", ti.Name, err)
+				}
+				if w.Rows > 256 {
+					w = w.RowSlice(0, 256)
+				}
+				for _, d := range devs {
+					for _, m := range []int{1, 19, 40} {
+						qcheck(t, d, w, randSlice(r, m*w.Cols, 1), m, false)
+					}
+				}
+				seen[dt]++
+				n++
+			}
+			if n == 0 {
+				t.Fatalf("%s: no quantized matrices", name)
+			}
+		})
+	}
+	for _, dt := range []gpu.DType{gpu.Q4_K, gpu.Q6_K, gpu.Q8_0} {
+		if seen[dt] == 0 {
+			t.Errorf("no %v matrix in the fixtures", dt)
+		}
+	}
+	t.Logf("matrices per type: %v", seen)
+}
+
+// TestQuantPrefillDequant: a prefill with x the identity (k rows, at least
+// quantDequantMin) returns the weights the C dequantization produced, which
+// must be the block dequantizers' values bit for bit (up to the sign of 0).
+func TestQuantPrefillDequant(t *testing.T) {
+	r := rand.New(rand.NewSource(21))
+	for _, d := range devices(t, 2) {
+		for _, qt := range quantTypes {
+			k := qt.dt.BlockSize()
+			w := randQuantWeight(r, qt.dt, qt.scales, 7, k)
+			x := make([]float32, k*k)
+			for i := 0; i < k; i++ {
+				x[i*k+i] = 1
+			}
+			got := make([]float32, k*w.Rows)
+			d.MatMul(got, x, k, w)
+			wf := w.Float32s()
+			for i := 0; i < k; i++ {
+				for j := 0; j < w.Rows; j++ {
+					if got[i*w.Rows+j] != wf[j*k+i] {
+						t.Fatalf("%s %v: element (%d, %d) = %g, dequantized %g", d.Name(), qt.dt, j, i, got[i*w.Rows+j], wf[j*k+i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestQuantFusedFallback: the fused matmuls decline quantized weights (the
+// caller then runs MatMul and the separate operation), and MatMul rejects a
+// weight whose width is not a whole number of blocks.
+func TestQuantFusedFallback(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	d, err := New(Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	q := quantTypes[7] // Q4_K
+	w := randQuantWeight(r, q.dt, q.scales, 64, 256)
+	if _, err := d.PackWeights([]*gpu.Weight{w}); err != nil {
+		t.Fatal(err)
+	}
+	const m = 64
+	x := randSlice(r, m*256, 1)
+	dst := make([]float32, m*64)
+	if d.MatMulAdd(dst, x, m, w) || d.MatMulGated(dst, x, m, w, w, false) ||
+		d.MatMulMulti([][]float32{dst}, x, m, []*gpu.Weight{w}) {
+		t.Fatal("a fused matmul accepted quantized weights")
+	}
+	bad := &gpu.Weight{DType: gpu.Q4_K, Rows: 1, Cols: 200, Data: make([]byte, 144)}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("MatMul accepted a Q4_K weight 200 wide")
+		}
+	}()
+	d.MatMul(make([]float32, 1), make([]float32, 200), 1, bad)
+}
