@@ -14,9 +14,12 @@
 // under their Hugging Face names and in Hugging Face layout, undoing what
 // llama.cpp's converter changed (llama's attn_q/attn_k rows permuted for
 // adjacent-pair rope, Gemma's norms stored as 1 + w, llama3 rope scaling
-// stored as a rope_freqs tensor). Quantized tensors are dequantized to
-// float32 at load with gpu/ref's reference dequantizers, so a quantized file
-// runs at float32 speed and memory until the quantized kernels exist.
+// stored as a rope_freqs tensor). Quantized matrices keep their stored
+// blocks (gpu's Q8_0 ... Q6_K dtypes; a Q/K row permutation moves whole
+// rows of blocks), so a quantized file takes its own size in memory and
+// the matmuls stream its blocks; quantized vectors, and every matrix under
+// LoadOptions.Dequantize, are dequantized to float32 with gpu/ref's
+// reference dequantizers.
 // Weights does not know which format a tensor came from (tensorSource).
 //
 // One file per architecture family declares how its config maps onto the

@@ -3,6 +3,7 @@ package model_test
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"maps"
 	"math"
 	"os"
@@ -337,21 +338,24 @@ func TestGGUFWeightMemory(t *testing.T) {
 	dir, man := readGGUFManifest(t)
 	prompt := man.Prompt.IDs
 	for _, tc := range []struct {
-		file  string
-		dtype gpu.DType
+		file       string
+		dtype      gpu.DType
+		dequantize bool
 	}{
-		{"llama/llama-f16.gguf", gpu.F16},
-		{"llama/llama-q4_k_m.gguf", gpu.F32},
-		{"qwen3/qwen3-q8_0.gguf", gpu.F32},
+		{"llama/llama-f16.gguf", gpu.F16, false},
+		{"llama/llama-q4_k_m.gguf", gpu.Q4_K, false},
+		{"qwen3/qwen3-q8_0.gguf", gpu.Q8_0, false},
+		{"llama/llama-q4_k_m.gguf", gpu.F32, true},
+		{"qwen3/qwen3-q8_0.gguf", gpu.F32, true},
 	} {
-		t.Run(tc.file, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s dequantize=%v", tc.file, tc.dequantize), func(t *testing.T) {
 			path := filepath.Join(dir, tc.file)
-			copied, err := model.LoadWith(context.Background(), path, model.LoadOptions{Prefault: true})
+			copied, err := model.LoadWith(context.Background(), path, model.LoadOptions{Prefault: true, Dequantize: tc.dequantize})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer copied.Close()
-			mapped, err := model.LoadWith(context.Background(), path, model.LoadOptions{Mmap: true})
+			mapped, err := model.LoadWith(context.Background(), path, model.LoadOptions{Mmap: true, Dequantize: tc.dequantize})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -371,6 +375,10 @@ func TestGGUFWeightMemory(t *testing.T) {
 			st, err := os.Stat(path)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// Kept quantized, the weights take what the file does.
+			if tc.dtype.Quantized() && (info.WeightBytes > st.Size() || info.WeightBytes < st.Size()*9/10) {
+				t.Errorf("quantized weights take %d bytes, the file %d", info.WeightBytes, st.Size())
 			}
 			t.Logf("%s: file %d bytes, weights in memory %d bytes (%.2fx), %d parameters", tc.file, st.Size(), info.WeightBytes,
 				float64(info.WeightBytes)/float64(st.Size()), info.Params)

@@ -26,8 +26,9 @@ import (
 // the families read: ggufConfig writes the config.json the converter
 // (llama.cpp's convert_hf_to_gguf.py) started from, and Tensor hands out
 // each tensor under its Hugging Face name with the converter's changes
-// undone (Q/K row order of llama, the +1 of Gemma's norms) and quantized
-// types dequantized to float32.
+// undone (Q/K row order of llama, the +1 of Gemma's norms); quantized
+// matrices keep their blocks (keepsQuantized), other quantized tensors are
+// dequantized to float32.
 
 // ggufArch is how one general.architecture maps onto a family.
 type ggufArch struct {
@@ -411,11 +412,14 @@ type ggufSource struct {
 	// file mapping (only those pages may be dropped).
 	mapped map[*byte]bool
 	bytes  int64
+	// dequantize: quantized matrices are dequantized to float32
+	// (LoadOptions.Dequantize) instead of handed out as stored.
+	dequantize bool
 }
 
 // openGGUF opens the GGUF file at path as a checkpoint: its config.json
 // equivalent and its tensors.
-func openGGUF(path string) (*Config, *ggufSource, error) {
+func openGGUF(path string, dequantize bool) (*Config, *ggufSource, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, nil, err
@@ -425,7 +429,7 @@ func openGGUF(path string) (*Config, *ggufSource, error) {
 		f.Close()
 		return nil, nil, err
 	}
-	s := &ggufSource{f: f, arch: arch, names: map[string]string{}, permute: map[string]int{}, mapped: map[*byte]bool{}}
+	s := &ggufSource{f: f, arch: arch, names: map[string]string{}, permute: map[string]int{}, mapped: map[*byte]bool{}, dequantize: dequantize}
 	heads, _ := cfg.Int("num_attention_heads", 0)
 	kvHeads, _ := cfg.Int("num_key_value_heads", heads)
 	for _, t := range f.Tensors() {
@@ -438,7 +442,7 @@ func openGGUF(path string) (*Config, *ggufSource, error) {
 			return nil, nil, fmt.Errorf("%s: tensor %q has no counterpart in the %s family (troupe would ignore a weight)", path, t.Name, arch.modelType)
 		}
 		s.names[hf] = t.Name
-		if t.Type.Quantized() {
+		if t.Type.Quantized() && !s.keepsQuantized(t) {
 			s.bytes += 4 * t.Elements()
 		} else {
 			s.bytes += t.Size
@@ -495,15 +499,24 @@ func cutLast(s, sep string) (before, after string, ok bool) {
 	return s[:i], s[i+len(sep):], true
 }
 
+// keepsQuantized says whether a quantized tensor is handed out as stored
+// (a matrix of a type gpu has, unless LoadOptions.Dequantize) rather than
+// dequantized to float32.
+func (s *ggufSource) keepsQuantized(t gguf.TensorInfo) bool {
+	dt, ok := gpu.DTypeOf(t.Type)
+	return ok && dt.Quantized() && len(t.Dims) == 2 && !s.dequantize
+}
+
 func (s *ggufSource) Has(name string) bool { _, ok := s.names[name]; return ok }
 func (s *ggufSource) Count() int           { return len(s.names) }
 func (s *ggufSource) Bytes() int64         { return s.bytes }
 func (s *ggufSource) Close() error         { return s.f.Close() }
 
 // Tensor returns the tensor called name (a Hugging Face name) in Hugging
-// Face layout: F32, F16 and BF16 data as stored, other types dequantized to
-// F32 (gpu/ref.Dequantize), Q/K rows of llama files un-permuted, Gemma
-// norms shifted back.
+// Face layout: F32, F16 and BF16 data as stored, quantized matrices as
+// stored (keepsQuantized) and other quantized tensors dequantized to F32
+// (gpu/ref.Dequantize), Q/K rows of llama files un-permuted, Gemma norms
+// shifted back.
 func (s *ggufSource) Tensor(name string) (*srcTensor, error) {
 	gname, ok := s.names[name]
 	if !ok {
@@ -527,6 +540,12 @@ func (s *ggufSource) Tensor(name string) (*srcTensor, error) {
 	case gguf.BF16:
 		t.DType = gpu.BF16
 	default:
+		if s.keepsQuantized(info) {
+			// As stored: the kernels dot the blocks with quantized
+			// activations (gpu's quantized dtypes).
+			t.DType, _ = gpu.DTypeOf(info.Type)
+			break
+		}
 		if !ref.CanDequantize(info.Type) {
 			return nil, fmt.Errorf("%s: tensor %q: type %v cannot be loaded (supported: %v)", s.f.Path, gname, info.Type, ref.DequantizableTypes())
 		}

@@ -220,6 +220,11 @@ type LoadOptions struct {
 	// slow disk is paid for at load time rather than by the first request.
 	Prefault bool
 	Progress func(done, total int64)
+	// Dequantize turns a GGUF file's quantized matrices into float32 at
+	// load (4 bytes per parameter), as a backend without quantized kernels
+	// needs. By default they keep their stored type (gpu's quantized
+	// dtypes), and the matmuls read them as they are.
+	Dequantize bool
 	// Mmap keeps the weight matrices in the memory-mapped checkpoint files.
 	// By default they are copied, one tensor at a time, into anonymous
 	// memory advised for 2 MiB transparent huge pages (internal/hugemem),
@@ -251,9 +256,9 @@ func (r *Registry) LoadContext(ctx context.Context, path string, progress func(d
 // exactly one GGUF file (GGUFFile). A GGUF file's hyperparameters come from
 // its metadata (general.architecture llama, qwen2, qwen3, phi3, gemma2 or
 // gemma3) and its tensors are read under their Hugging Face names: F32,
-// F16 and BF16 weights keep their dtype, quantized ones (the types
-// gpu/ref.Dequantize knows) are dequantized to F32 as they are loaded, at
-// 4 bytes per parameter whatever the file's size. BOS and EOS come from
+// F16 and BF16 weights keep their dtype, and so do quantized matrices
+// (gpu's Q8_0 ... Q6_K), unless opts.Dequantize turns them into F32 (4
+// bytes per parameter); quantized vectors are dequantized. BOS and EOS come from
 // the tokenizer.ggml.* ids; a GGUF model has no generation_config.json.
 func (r *Registry) LoadWith(ctx context.Context, path string, opts LoadOptions) (Model, error) {
 	file, err := GGUFFile(path)
@@ -265,7 +270,7 @@ func (r *Registry) LoadWith(ctx context.Context, path string, opts LoadOptions) 
 		src tensorSource
 	)
 	if file != "" {
-		c, s, err := openGGUF(file)
+		c, s, err := openGGUF(file, opts.Dequantize)
 		if errors.Is(err, gguf.ErrBadMagic) {
 			return nil, fmt.Errorf("%s is not a model: give a Hugging Face model folder (config.json, *.safetensors) or a GGUF file: %w", file, err)
 		}
