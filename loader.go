@@ -181,7 +181,7 @@ func (l *dirLoader) LoadModel(ctx context.Context, phase func(string)) (model.Mo
 	}
 	phase("loading weights")
 	began := time.Now()
-	m, err := model.LoadWith(ctx, l.opts.Model, model.LoadOptions{Prefault: true, Progress: l.loadProgress(began), Mmap: l.opts.MmapWeights})
+	m, err := model.LoadWith(ctx, l.opts.Model, model.LoadOptions{Prefault: true, Progress: l.loadProgress(began), Mmap: l.opts.MmapWeights, Quantize: l.opts.Quantize})
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -49,6 +49,10 @@ type Options struct {
 	// MmapWeights keeps the weights in the memory-mapped checkpoint files
 	// instead of copying them into huge-page memory (model.LoadOptions.Mmap).
 	MmapWeights bool
+	// Quantize, when set (gpu.Q8_0, ...), quantizes the model's F32, BF16
+	// and F16 weight matrices at load (model.LoadOptions.Quantize): serve
+	// --quantize. A GGUF file's quantized matrices are kept as they are.
+	Quantize gpu.DType
 	// Parallel caps the sequences running at once; 0 means 16.
 	Parallel int
 	// KVBudget bounds the per-sequence memory in bytes: the KV pool (pages

@@ -176,7 +176,7 @@ func concatRows(w *Weights, parts ...*gpu.Weight) (*gpu.Weight, []*gpu.Weight) {
 	for _, p := range parts {
 		data = append(data, p.Data...)
 		if w.arena != nil {
-			w.st.DropPages(p.Data)
+			w.drop(p.Data)
 		}
 	}
 	joined := &gpu.Weight{DType: parts[0].DType, Rows: rows, Cols: parts[0].Cols, Data: data}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/troupe-ai/troupe/convert"
 	"maps"
 	"math"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/troupe-ai/troupe/gguf"
 	"github.com/troupe-ai/troupe/gpu"
+	"github.com/troupe-ai/troupe/gpu/cpu"
 	"github.com/troupe-ai/troupe/gpu/ref"
 	"github.com/troupe-ai/troupe/internal/fixtures"
 	"github.com/troupe-ai/troupe/model"
@@ -383,5 +385,69 @@ func TestGGUFWeightMemory(t *testing.T) {
 			t.Logf("%s: file %d bytes, weights in memory %d bytes (%.2fx), %d parameters", tc.file, st.Size(), info.WeightBytes,
 				float64(info.WeightBytes)/float64(st.Size()), info.Params)
 		})
+	}
+}
+
+// TestQuantizeAtLoad: LoadOptions.Quantize turns the weight matrices into
+// the blocks asked for (serve --quantize): a quarter of f32's bytes at
+// Q8_0, logits near the unquantized model's on the CPU kernels; matrices
+// whose rows are not whole blocks keep their type.
+func TestQuantizeAtLoad(t *testing.T) {
+	dir := tinyHF(t, "qwen3", nil)
+	plain, err := model.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	q, err := model.LoadWith(context.Background(), dir, model.LoadOptions{Quantize: gpu.Q8_0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	pi, qi := plain.Info(), q.Info()
+	if qi.DType != gpu.Q8_0 || qi.Params != pi.Params || qi.WeightBytes*3 > pi.WeightBytes {
+		t.Errorf("quantized Info: %v, %d params, %d bytes (f32: %d params, %d bytes)", qi.DType, qi.Params, qi.WeightBytes, pi.Params, pi.WeightBytes)
+	}
+	// The weights' error alone (the reference backend dots dequantized
+	// rows): small against the logits of this (chaotic, std 0.3) model.
+	prompt := [][]int32{{1, 5, 9, 200, 33, 7}}
+	a, b := lastLogits(t, plain, ref.Device{}, prompt), lastLogits(t, q, ref.Device{}, prompt)
+	var scale float64
+	for _, v := range a {
+		scale = max(scale, math.Abs(float64(v)))
+	}
+	if d := maxAbsDiff(a, b); d > 0.05*scale || d == 0 {
+		t.Errorf("Q8_0 weights move the logits by %g (largest %g)", d, scale)
+	}
+	// The same blocks as troupe quantize writes: the CPU kernels compute
+	// the same logits from either.
+	if err := checkpoint.WriteByteTokenizerSized(dir, 512); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "q8_0.gguf")
+	if err := convert.Write(dir, file, convert.Options{Type: "q8_0"}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := model.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	dev, err := cpu.New(cpu.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	if d := maxAbsDiff(lastLogits(t, q, dev, prompt), lastLogits(t, g, dev, prompt)); d != 0 {
+		t.Errorf("quantized at load and read from troupe quantize's file: logits differ by %g", d)
+	}
+	// Q4_K needs rows of 256: the tiny model's 64-wide rows stay f32.
+	k, err := model.LoadWith(context.Background(), dir, model.LoadOptions{Quantize: gpu.Q4_K})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if ki := k.Info(); ki.DType != pi.DType || ki.WeightBytes != pi.WeightBytes {
+		t.Errorf("Q4_K on 64-wide rows: %v, %d bytes; want them kept (%v, %d)", ki.DType, ki.WeightBytes, pi.DType, pi.WeightBytes)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/troupe-ai/troupe/internal/hugemem"
 	"github.com/troupe-ai/troupe/kvcache"
 	"github.com/troupe-ai/troupe/model/safetensors"
+	"github.com/troupe-ai/troupe/quant"
 )
 
 // CacheKind is the kind of per-sequence state one layer keeps between steps.
@@ -225,6 +226,11 @@ type LoadOptions struct {
 	// needs. By default they keep their stored type (gpu's quantized
 	// dtypes), and the matmuls read them as they are.
 	Dequantize bool
+	// Quantize, when set (gpu.Q8_0, gpu.Q4_K, ...), quantizes the F32,
+	// BF16 and F16 weight matrices whose rows are whole blocks of that type
+	// at load, as llama-quantize would (package quant): `serve --quantize`.
+	// Vectors, and matrices already quantized, are kept as they are.
+	Quantize gpu.DType
 	// Mmap keeps the weight matrices in the memory-mapped checkpoint files.
 	// By default they are copied, one tensor at a time, into anonymous
 	// memory advised for 2 MiB transparent huge pages (internal/hugemem),
@@ -315,7 +321,7 @@ func (r *Registry) LoadWith(ctx context.Context, path string, opts LoadOptions) 
 			return nil, fmt.Errorf("reading %s: %w", path, err)
 		}
 	}
-	w := &Weights{Dir: path, st: src, gguf: file != ""}
+	w := &Weights{Dir: path, st: src, gguf: file != "", quantize: opts.Quantize}
 	if !opts.Mmap {
 		// Room for every tensor of the files, each rounded up to the
 		// arena's alignment; only the pages written are committed.
@@ -382,6 +388,10 @@ type Weights struct {
 	err    error
 	params int64
 	bytes  int64
+	// quantize is LoadOptions.Quantize; made holds the first byte of the
+	// data Weights quantized itself (heap memory the source must not drop).
+	quantize gpu.DType
+	made     map[*byte]bool
 }
 
 // Matrix returns the 2-D tensor name, which must be rows x cols, in the
@@ -397,7 +407,31 @@ func (w *Weights) mapped(name string, rows, cols int) *gpu.Weight {
 	if t == nil {
 		return nil
 	}
-	return &gpu.Weight{DType: t.DType, Rows: rows, Cols: cols, Data: t.Data}
+	m := &gpu.Weight{DType: t.DType, Rows: rows, Cols: cols, Data: t.Data}
+	if q := w.quantize; q.Quantized() && !m.DType.Quantized() && cols%q.BlockSize() == 0 {
+		g, _ := q.GGML()
+		data, err := quant.Quantize(g, m.Float32s())
+		if err != nil {
+			w.err = fmt.Errorf("%s: quantizing %s to %v: %w", w.Dir, name, q, err)
+			return nil
+		}
+		w.st.DropPages(m.Data)
+		w.bytes += int64(len(data)) - int64(len(m.Data))
+		if w.made == nil {
+			w.made = map[*byte]bool{}
+		}
+		w.made[&data[0]] = true
+		m = &gpu.Weight{DType: q, Rows: rows, Cols: cols, Data: data}
+	}
+	return m
+}
+
+// drop says that data, handed out by mapped, has been copied: the source
+// may drop its pages (not data Weights quantized itself).
+func (w *Weights) drop(data []byte) {
+	if len(data) > 0 && !w.made[&data[0]] {
+		w.st.DropPages(data)
+	}
 }
 
 // own returns m with its data in the arena (m itself without an arena).
@@ -410,7 +444,7 @@ func (w *Weights) own(m *gpu.Weight) *gpu.Weight {
 		return nil
 	}
 	copy(data, m.Data)
-	w.st.DropPages(m.Data)
+	w.drop(m.Data)
 	return &gpu.Weight{DType: m.DType, Rows: m.Rows, Cols: m.Cols, Data: data}
 }
 

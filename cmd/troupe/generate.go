@@ -36,6 +36,7 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	rep := fs.Float64("repetition-penalty", 0, "repetition penalty (0 or 1 = off)")
 	seed := fs.Int64("seed", -1, "sampling seed (-1 = random)")
 	threads := fs.Int("threads", 0, "compute threads (0 = all cores)")
+	quantize := fs.String("quantize", "", "quantize the weight matrices at load: "+quantizeTypes+" (default: keep their types)")
 	mmapWeights := fs.Bool("mmap", false, "keep the weights memory-mapped from the checkpoint instead of copying them into huge-page memory (slower decode, no private copy)")
 	kernels := fs.String("kernels", "", "force a kernel set: avx512bf16, avx2, portable (default: best available)")
 	fastBF16 := fs.Bool("fast-bf16", false, "round activations to bf16 in bf16 matmuls (faster prefill, ~3 significant digits)")
@@ -77,7 +78,11 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}
 	// Read the weights now (as serve does), not during the first forward.
-	m, err := model.LoadWith(ctx, path, model.LoadOptions{Prefault: true, Mmap: *mmapWeights})
+	qtype, err := parseQuantize(*quantize)
+	if err != nil {
+		return fmt.Errorf("generate: %w", err)
+	}
+	m, err := model.LoadWith(ctx, path, model.LoadOptions{Prefault: true, Mmap: *mmapWeights, Quantize: qtype})
 	if err != nil {
 		return err
 	}

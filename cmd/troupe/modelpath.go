@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/troupe-ai/troupe/gguf"
+	"github.com/troupe-ai/troupe/gpu"
 	"github.com/troupe-ai/troupe/internal/ollama"
 )
 
@@ -27,4 +29,21 @@ func resolveModel(spec string) (string, error) {
 		return "", fmt.Errorf("--model %s: %w", spec, err)
 	}
 	return m.GGUF, nil
+}
+
+// quantizeTypes are the --quantize values: the block types the CPU kernels
+// run.
+const quantizeTypes = "q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k"
+
+// parseQuantize reads --quantize ("" or "none": keep the weights' types).
+func parseQuantize(s string) (gpu.DType, error) {
+	if s == "" || s == "none" {
+		return 0, nil
+	}
+	t, err := gguf.ParseGGMLType(strings.ToUpper(s))
+	d, ok := gpu.DTypeOf(t)
+	if err != nil || !ok || !d.Quantized() || t == gguf.Q2_K || t == gguf.Q3_K {
+		return 0, fmt.Errorf("--quantize %q: not one of %s", s, quantizeTypes)
+	}
+	return d, nil
 }

@@ -82,6 +82,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxQueue := fs.Int("max-queue", 64, "requests that may wait beyond the running ones before 429")
 	threads := fs.Int("threads", 0, "compute threads (0 = all cores)")
 	mmapWeights := fs.Bool("mmap", false, "keep the weights memory-mapped from the checkpoint instead of copying them into huge-page memory (slower decode, no private copy)")
+	quantize := fs.String("quantize", "", "quantize the weight matrices at load: "+quantizeTypes+" (default: keep their types; a GGUF file's quantized matrices stay as they are)")
 	stepTokens := fs.Int("step-tokens", 512, "tokens per engine step (chunked prefill budget)")
 	stepStretch := fs.Float64("step-stretch", 2, "while streams decode, prefill only what keeps a step within this many decode steps, so inter-token gaps stay smooth (1: off, prefill takes all of --step-tokens)")
 	storeTTL := fs.Duration("responses-ttl", time.Hour, "how long stored Responses-API responses are kept")
@@ -154,6 +155,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("serve: %w", err)
 	} else if set["revision"] {
 		return errors.New("serve: --revision applies to a Hub model (org/name), not a local folder")
+	}
+	qtype, err := parseQuantize(*quantize)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 	budget, err := parseBytes(*kvBudget)
 	if err != nil {
@@ -239,7 +244,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	opts := troupe.Options{
-		Model: *dir, ServedName: *name, ChatTemplate: *tmpl, Threads: *threads, MmapWeights: *mmapWeights, Parallel: *parallel,
+		Model: *dir, ServedName: *name, ChatTemplate: *tmpl, Threads: *threads, MmapWeights: *mmapWeights, Quantize: qtype, Parallel: *parallel,
 		KVBudget: budget, SnapshotBudget: snaps, PrefaultKV: *prefaultKV, StepTokens: *stepTokens, StepStretch: *stepStretch, MaxModelLen: *maxModelLen, PromptCache: *promptCache, Logger: log, LoadDelay: *loadDelay,
 		StallTimeout: *stallTimeout, PrepareTimeout: *prepTimeout, MaxInspections: *maxInspections, GenerationConfig: *genConfig,
 		InspectMaxInput: int(inMax), InspectMaxOutput: int(outMax), LoadProgress: loadBar(stderr),
