@@ -95,10 +95,10 @@
 // up to 4 rows of x, unpacking each weight vector once for all of them.
 // Portable C does the same with scalar integers.
 //
-// Decode (m < 32) streams the weights once, threads owning regions of rows
-// as for 16-bit decode (with stealing), prefetching 4 KB ahead; prefills of
-// 16-31 rows take 32 KB groups of weight rows that stay in cache while every
-// 4 rows of x pass. From 32 rows of x on (compute-bound prefill) the weights
+// Decode and small batches (m < 16) stream the weights once, threads owning
+// regions of rows as for 16-bit decode (with stealing), prefetching 4 KB
+// ahead; prefills of 16-31 rows take 32 KB groups of weight rows that stay
+// in cache while every 4 rows of x pass. From 32 rows of x on (compute-bound prefill) the weights
 // are dequantized to float32, bit-exact with gpu's block dequantizers, in
 // chunks of at most 4 MB, and multiplied by x unquantized with the f32
 // kernels (the packed outer-product kernel on avx512bf16): gpu/ref.MatMul's
