@@ -451,19 +451,18 @@ QENTRY(Q4_K)
 QENTRY(Q5_K)
 QENTRY(Q6_K)
 
-#define QTABLE(NAME)                                                                                                   \
-	{                                                                                                              \
-		.name = NAME, .quant32 = QFN(quant32), .quantk = QFN(quantk),                                          \
-		.dot = {                                                                                               \
-			[TR_Q8_0] = QFN(dot_Q8_0),                                                                     \
-			[TR_Q4_0] = QFN(dot_Q4_0),                                                                     \
-			[TR_Q4_1] = QFN(dot_Q4_1),                                                                     \
-			[TR_Q5_0] = QFN(dot_Q5_0),                                                                     \
-			[TR_Q5_1] = QFN(dot_Q5_1),                                                                     \
-			[TR_Q2_K] = QFN(dot_Q2_K),                                                                     \
-			[TR_Q3_K] = QFN(dot_Q3_K),                                                                     \
-			[TR_Q4_K] = QFN(dot_Q4_K),                                                                     \
-			[TR_Q5_K] = QFN(dot_Q5_K),                                                                     \
-			[TR_Q6_K] = QFN(dot_Q6_K),                                                                     \
-		},                                                                                                     \
+#define QTABLE_FIELDS(NAME)                                                                                            \
+	.name = NAME, .quant32 = QFN(quant32), .quantk = QFN(quantk),                                                  \
+	.dot = {                                                                                                       \
+		[TR_Q8_0] = QFN(dot_Q8_0),                                                                             \
+		[TR_Q4_0] = QFN(dot_Q4_0),                                                                             \
+		[TR_Q4_1] = QFN(dot_Q4_1),                                                                             \
+		[TR_Q5_0] = QFN(dot_Q5_0),                                                                             \
+		[TR_Q5_1] = QFN(dot_Q5_1),                                                                             \
+		[TR_Q2_K] = QFN(dot_Q2_K),                                                                             \
+		[TR_Q3_K] = QFN(dot_Q3_K),                                                                             \
+		[TR_Q4_K] = QFN(dot_Q4_K),                                                                             \
+		[TR_Q5_K] = QFN(dot_Q5_K),                                                                             \
+		[TR_Q6_K] = QFN(dot_Q6_K),                                                                             \
 	}
+#define QTABLE(NAME) {QTABLE_FIELDS(NAME)}
