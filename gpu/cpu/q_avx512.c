@@ -126,6 +126,148 @@ Q2ENTRY(Q4_1)
 Q2ENTRY(Q5_0)
 Q2ENTRY(Q5_1)
 
+/* ---- K types, two rows ---- */
+
+/* Lane i of each 256-bit half of v (a vector of two rows' 8 int32 each) in
+ * all lanes of that half. */
+QI __m512i LANEP(__m512i v, int i) {
+	return _mm512_permutexvar_epi32(_mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(i), _mm512_set1_epi32(8 + i)),
+					v);
+}
+/* Lanes 0-3 of each half: lane i of that half, lanes 4-7: lane i+1. */
+QI __m512i LANE2P(__m512i v, int i) {
+	const __m512i lo = _mm512_mask_blend_epi32(0xF0F0, _mm512_set1_epi32(i), _mm512_set1_epi32(i + 1));
+	return _mm512_permutexvar_epi32(_mm512_mask_blend_epi32(0xFF00, lo, _mm512_add_epi32(lo, _mm512_set1_epi32(8))),
+					v);
+}
+QI __m512i JOIN(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
+QI __m512i BX(const void *p) { return _mm512_broadcast_i64x4(LDU(p)); }
+
+QI void d2_q45k(const int DT, const int NX, const uint8_t *w0, const uint8_t *w1, const uint8_t *xq, long xs, long nb,
+		float *o0, float *o1) {
+	const long BB = DT == TR_Q4_K ? 144 : 176;
+	__m512 acc[4], accm[4];
+	for (int r = 0; r < NX; r++)
+		acc[r] = accm[r] = _mm512_setzero_ps();
+	for (long b = 0; b < nb; b++) {
+		const uint8_t *b0 = w0 + b * BB, *b1 = w1 + b * BB;
+		const __m512 d = PAIRF(F16(b0), F16(b1)), dmin = PAIRF(F16(b0 + 2), F16(b1 + 2));
+		__m256i sc0, mn0, sc1, mn1;
+		kscales(b0 + 4, &sc0, &mn0);
+		kscales(b1 + 4, &sc1, &mn1);
+		const __m512i sc = JOIN(sc0, sc1), mins = JOIN(mn0, mn1);
+		const long qo = DT == TR_Q4_K ? 16 : 48;
+		__m512i qhv = _mm512_setzero_si512();
+		if (DT == TR_Q5_K)
+			qhv = PAIR256(b0 + 16, b1 + 16);
+		__m512i is[4];
+		for (int r = 0; r < NX; r++)
+			is[r] = _mm512_setzero_si512();
+		for (int c = 0; c < 4; c++) {
+			const __m512i wq = PAIR256(b0 + qo + 32 * c, b1 + qo + 32 * c);
+			__m512i lo = _mm512_and_si512(wq, _mm512_set1_epi8(15));
+			__m512i hi = _mm512_and_si512(_mm512_srli_epi16(wq, 4), _mm512_set1_epi8(15));
+			if (DT == TR_Q5_K) {
+				const __m512i one = _mm512_set1_epi8(1);
+				lo = _mm512_or_si512(
+					lo, _mm512_slli_epi16(
+						    _mm512_and_si512(_mm512_srl_epi16(qhv, _mm_cvtsi32_si128(2 * c)), one), 4));
+				hi = _mm512_or_si512(
+					hi, _mm512_slli_epi16(
+						    _mm512_and_si512(_mm512_srl_epi16(qhv, _mm_cvtsi32_si128(2 * c + 1)), one),
+						    4));
+			}
+			const __m512i sl = LANEP(sc, 2 * c), sh = LANEP(sc, 2 * c + 1);
+			for (int r = 0; r < NX; r++) {
+				const int8_t *xa = XAK(r, b)->q + 64 * c;
+				__m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, BX(xa));
+				__m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, BX(xa + 32));
+				is[r] = _mm512_add_epi32(is[r], _mm512_add_epi32(_mm512_mullo_epi32(p0, sl),
+										 _mm512_mullo_epi32(p1, sh)));
+			}
+		}
+		for (int r = 0; r < NX; r++) {
+			const tr_qak *a = XAK(r, b);
+			const __m512 da = _mm512_set1_ps(a->d);
+			acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[r]), _mm512_mul_ps(d, da), acc[r]);
+			__m512i m = _mm512_mullo_epi32(_mm512_madd_epi16(BX(a->bsums), _mm512_set1_epi16(1)), mins);
+			accm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, da), accm[r]);
+		}
+	}
+	for (int r = 0; r < NX; r++) {
+		o0[r] = HSUMLO(acc[r]) - HSUMLO(accm[r]);
+		o1[r] = HSUMHI(acc[r]) - HSUMHI(accm[r]);
+	}
+}
+
+QI void d2_q6k(const int NX, const uint8_t *w0, const uint8_t *w1, const uint8_t *xq, long xs, long nb, float *o0,
+	       float *o1) {
+	__m512 acc[4];
+	for (int r = 0; r < NX; r++)
+		acc[r] = _mm512_setzero_ps();
+	for (long b = 0; b < nb; b++) {
+		const uint8_t *b0 = w0 + b * 210, *b1 = w1 + b * 210;
+		const __m512 d = PAIRF(F16(b0 + 208), F16(b1 + 208));
+		const __m128i s0 = _mm_loadu_si128((const __m128i *)(b0 + 192));
+		const __m128i s1 = _mm_loadu_si128((const __m128i *)(b1 + 192));
+		const __m512i sc16 = JOIN(_mm256_cvtepi8_epi16(s0), _mm256_cvtepi8_epi16(s1));
+		const __m512i sc32[2] = {
+			JOIN(_mm256_cvtepi8_epi32(s0), _mm256_cvtepi8_epi32(s1)),
+			JOIN(_mm256_cvtepi8_epi32(_mm_srli_si128(s0, 8)), _mm256_cvtepi8_epi32(_mm_srli_si128(s1, 8))),
+		};
+		__m512i is[4];
+		for (int r = 0; r < NX; r++)
+			is[r] = _mm512_setzero_si512();
+		for (int h = 0; h < 2; h++) {
+			const __m512i q1 = PAIR256(b0 + 64 * h, b1 + 64 * h);
+			const __m512i q2 = PAIR256(b0 + 64 * h + 32, b1 + 64 * h + 32);
+			const __m512i hv = PAIR256(b0 + 128 + 32 * h, b1 + 128 + 32 * h);
+			for (int j = 0; j < 4; j++) {
+				__m512i lo = j == 0   ? q1
+					     : j == 1 ? q2
+					     : j == 2 ? _mm512_srli_epi16(q1, 4)
+						      : _mm512_srli_epi16(q2, 4);
+				lo = _mm512_and_si512(lo, _mm512_set1_epi8(15));
+				const __m512i hb = _mm512_slli_epi16(
+					_mm512_and_si512(_mm512_srl_epi16(hv, _mm_cvtsi32_si128(2 * j)), _mm512_set1_epi8(3)), 4);
+				const __m512i u = _mm512_or_si512(lo, hb);
+				const __m512i sv = LANE2P(sc32[h], 2 * j);
+				for (int r = 0; r < NX; r++) {
+					__m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u,
+									BX(XAK(r, b)->q + 128 * h + 32 * j));
+					is[r] = _mm512_add_epi32(is[r], _mm512_mullo_epi32(p, sv));
+				}
+			}
+		}
+		for (int r = 0; r < NX; r++) {
+			const tr_qak *a = XAK(r, b);
+			__m512i off = _mm512_madd_epi16(BX(a->bsums), sc16);
+			__m512i t = _mm512_sub_epi32(is[r], _mm512_slli_epi32(off, 5));
+			acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(d, _mm512_set1_ps(a->d)), acc[r]);
+		}
+	}
+	for (int r = 0; r < NX; r++) {
+		o0[r] = HSUMLO(acc[r]);
+		o1[r] = HSUMHI(acc[r]);
+	}
+}
+
+#define C2K(DT, N) d2_q45k(DT, N, w0, w1, xq, xs, nb, out0, out1)
+#define C26(DT, N) d2_q6k(N, w0, w1, xq, xs, nb, out0, out1)
+#define Q2KENTRY(T, CALL)                                                                                              \
+	QF void dot2_##T##_qavx512(int nx, const uint8_t *w0, const uint8_t *w1, const uint8_t *xq, long xs, long nb, \
+				   float *out0, float *out1) {                                                         \
+		switch (nx) {                                                                                          \
+		case 1: CALL(TR_##T, 1); break;                                                                        \
+		case 2: CALL(TR_##T, 2); break;                                                                        \
+		case 3: CALL(TR_##T, 3); break;                                                                        \
+		default: CALL(TR_##T, 4); break;                                                                       \
+		}                                                                                                      \
+	}
+Q2KENTRY(Q4_K, C2K)
+Q2KENTRY(Q5_K, C2K)
+Q2KENTRY(Q6_K, C26)
+
 const tr_qkernels tr_qk_avx512 = {
 	QTABLE_FIELDS("avx512vnni"),
 	.dot2 =
@@ -135,6 +277,9 @@ const tr_qkernels tr_qk_avx512 = {
 			[TR_Q4_1] = dot2_Q4_1_qavx512,
 			[TR_Q5_0] = dot2_Q5_0_qavx512,
 			[TR_Q5_1] = dot2_Q5_1_qavx512,
+			[TR_Q4_K] = dot2_Q4_K_qavx512,
+			[TR_Q5_K] = dot2_Q5_K_qavx512,
+			[TR_Q6_K] = dot2_Q6_K_qavx512,
 		},
 };
 #endif
