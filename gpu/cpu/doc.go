@@ -92,13 +92,18 @@
 // do (the largest pair, 63*127*2, fits int16); Q8_0 uses |w| and x with w's
 // sign. The sub-block scales multiply the int32 lanes; per block the sums
 // are converted once and scaled in float32. One call dots a weight row with
-// up to 4 rows of x, unpacking each weight vector once for all of them.
-// Portable C does the same with scalar integers.
+// up to 4 rows of x, unpacking each weight vector once for all of them. On
+// the avx512bf16 set every type but Q2_K and Q3_K also has a kernel that
+// dots two weight rows at once in 512-bit vectors (the two rows' blocks side
+// by side, each row of x broadcast to both halves), which halves the vector
+// instructions per output; the matmul pairs rows with it. Portable C does
+// the same arithmetic with scalar integers (correct, but some 20-50x slower:
+// the set for machines without AVX2).
 //
-// Decode (m < 32) streams the weights once, threads owning regions of rows
-// as for 16-bit decode (with stealing), prefetching 4 KB ahead; prefills of
-// 16-31 rows take 32 KB groups of weight rows that stay in cache while every
-// 4 rows of x pass. From 32 rows of x on (compute-bound prefill) the weights
+// Decode and small batches (m < 16) stream the weights once, threads owning
+// regions of rows as for 16-bit decode (with stealing), prefetching 4 KB
+// ahead; prefills of 16-31 rows take 32 KB groups of weight rows that stay
+// in cache while every 4 rows of x pass. From 32 rows of x on (compute-bound prefill) the weights
 // are dequantized to float32, bit-exact with gpu's block dequantizers, in
 // chunks of at most 4 MB, and multiplied by x unquantized with the f32
 // kernels (the packed outer-product kernel on avx512bf16): gpu/ref.MatMul's

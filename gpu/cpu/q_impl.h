@@ -150,11 +150,13 @@ QF void QFN(quantk)(const float *x, tr_qak *dst, long n) {
 QI void b_q8_0(const int NX, const uint8_t *wb, const uint8_t *xq, long xs, long b, __m256 *acc) {
 	const __m256i q = LDU(wb + 2);
 	const __m256i u = _mm256_sign_epi8(q, q); /* |q| (-128 gives 0x80: 128 unsigned) */
-	const float dw = F16(wb);
+	const __m256 dw = _mm256_set1_ps(F16(wb));
 	for (int r = 0; r < NX; r++) {
 		const tr_qa32 *a = XA32(r, b);
 		__m256i p = DOT0(u, _mm256_sign_epi8(LDU(a->q), q));
-		acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a->d), acc[r]);
+		/* the activation scale broadcast straight from memory */
+		const __m256 s = _mm256_mul_ps(dw, _mm256_broadcast_ss(&a->d));
+		acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[r]);
 	}
 }
 
@@ -180,7 +182,7 @@ QI void b_q32(const int DT, const int NX, const uint8_t *wb, const uint8_t *xq, 
 	      float *accm) {
 	const int OFF = DT == TR_Q4_0 ? 8 : DT == TR_Q5_0 ? 16 : 0;
 	const int MIN = DT == TR_Q4_1 || DT == TR_Q5_1;
-	const float dw = F16(wb);
+	const __m256 dw = _mm256_set1_ps(F16(wb));
 	__m256i u;
 	if (DT == TR_Q4_0)
 		u = NIB32(wb + 2);
@@ -197,7 +199,8 @@ QI void b_q32(const int DT, const int NX, const uint8_t *wb, const uint8_t *xq, 
 		/* the offset times the activations' sum, as the accumulator's start */
 		const __m256i c0 = OFF ? _mm256_setr_epi32(-OFF * a->sum, 0, 0, 0, 0, 0, 0, 0) : _mm256_setzero_si256();
 		__m256i p = DOT(c0, u, LDU(a->q));
-		acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a->d), acc[r]);
+		const __m256 s = _mm256_mul_ps(dw, _mm256_broadcast_ss(&a->d));
+		acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[r]);
 		if (MIN)
 			accm[r] += mw * a->d * (float)a->sum;
 	}
@@ -448,19 +451,18 @@ QENTRY(Q4_K)
 QENTRY(Q5_K)
 QENTRY(Q6_K)
 
-#define QTABLE(NAME)                                                                                                   \
-	{                                                                                                              \
-		.name = NAME, .quant32 = QFN(quant32), .quantk = QFN(quantk),                                          \
-		.dot = {                                                                                               \
-			[TR_Q8_0] = QFN(dot_Q8_0),                                                                     \
-			[TR_Q4_0] = QFN(dot_Q4_0),                                                                     \
-			[TR_Q4_1] = QFN(dot_Q4_1),                                                                     \
-			[TR_Q5_0] = QFN(dot_Q5_0),                                                                     \
-			[TR_Q5_1] = QFN(dot_Q5_1),                                                                     \
-			[TR_Q2_K] = QFN(dot_Q2_K),                                                                     \
-			[TR_Q3_K] = QFN(dot_Q3_K),                                                                     \
-			[TR_Q4_K] = QFN(dot_Q4_K),                                                                     \
-			[TR_Q5_K] = QFN(dot_Q5_K),                                                                     \
-			[TR_Q6_K] = QFN(dot_Q6_K),                                                                     \
-		},                                                                                                     \
+#define QTABLE_FIELDS(NAME)                                                                                            \
+	.name = NAME, .quant32 = QFN(quant32), .quantk = QFN(quantk),                                                  \
+	.dot = {                                                                                                       \
+		[TR_Q8_0] = QFN(dot_Q8_0),                                                                             \
+		[TR_Q4_0] = QFN(dot_Q4_0),                                                                             \
+		[TR_Q4_1] = QFN(dot_Q4_1),                                                                             \
+		[TR_Q5_0] = QFN(dot_Q5_0),                                                                             \
+		[TR_Q5_1] = QFN(dot_Q5_1),                                                                             \
+		[TR_Q2_K] = QFN(dot_Q2_K),                                                                             \
+		[TR_Q3_K] = QFN(dot_Q3_K),                                                                             \
+		[TR_Q4_K] = QFN(dot_Q4_K),                                                                             \
+		[TR_Q5_K] = QFN(dot_Q5_K),                                                                             \
+		[TR_Q6_K] = QFN(dot_Q6_K),                                                                             \
 	}
+#define QTABLE(NAME) {QTABLE_FIELDS(NAME)}

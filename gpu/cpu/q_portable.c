@@ -3,8 +3,9 @@
  * from the block layouts (see gpu/quant.go and gpu/ref/qdot.go, which define
  * the arithmetic: integer dot products of the stored quants with the
  * activation quants, offsets and minimums through the activation sums, then
- * the scales). The vector sets (q_impl.h) fall back on nothing here: they
- * have their own kernel for every dtype; this file is the portable set. */
+ * the scales). This is the portable kernel set; the vector sets (q_impl.h)
+ * have their own kernel for every dtype. tr_qdequant at the end, which
+ * every set uses for large prefills, widens weights to float32. */
 #include <math.h>
 #include <string.h>
 

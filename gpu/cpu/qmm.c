@@ -90,6 +90,7 @@ void tr_qact(tr_ctx *c, void *dst, const float *x, long m, long k, int dtype) {
 
 typedef struct {
 	tr_qdot_fn dot;
+	tr_qdot2_fn dot2; /* NULL: rows one at a time */
 	float *dst;
 	const uint8_t *w, *xq;
 	long m, n, nb;
@@ -101,25 +102,40 @@ typedef struct {
 /* Prefetch distance of the decode walk, in bytes of weights. */
 #define QPF_BYTES 4096
 
-/* Output rows [n0, n1), all m rows of x. */
+/* Output rows r (and r+1 when two), x rows [i0, i0+nx). */
+static inline void qmm_dot(const qmm_job *j, long r, int two, long i0, int nx) {
+	const long N = j->n;
+	const uint8_t *wr = j->w + r * j->rowb, *xq = j->xq + i0 * j->xs;
+	float out[4], out1[4];
+	if (two) {
+		j->dot2(nx, wr, wr + j->rowb, xq, j->xs, j->nb, out, out1);
+		for (int t = 0; t < nx; t++) {
+			j->dst[(i0 + t) * N + r] = out[t];
+			j->dst[(i0 + t) * N + r + 1] = out1[t];
+		}
+		return;
+	}
+	j->dot(nx, wr, xq, j->xs, j->nb, out);
+	for (int t = 0; t < nx; t++)
+		j->dst[(i0 + t) * N + r] = out[t];
+}
+
+/* Output rows [n0, n1), all m rows of x: a weight row (or two) at a time,
+ * against up to 4 rows of x per pass. */
 static void qmm_rows(void *p, long n0, long n1, int tid) {
 	qmm_job *j = p;
 	(void)tid;
 	const long rowb = j->rowb, N = j->n;
 	const uint8_t *end = j->w + N * rowb;
-	for (long r = n0; r < n1; r++) {
-		const uint8_t *wr = j->w + r * rowb;
-		/* the bytes QPF_BYTES ahead of this row, one line per 64 */
-		const uint8_t *pf = wr + QPF_BYTES;
-		for (long o = 0; o < rowb && pf + o < end; o += 64)
+	for (long r = n0; r < n1;) {
+		const int two = j->dot2 && r + 1 < n1;
+		/* the bytes QPF_BYTES ahead of these rows, one line per 64 */
+		const uint8_t *pf = j->w + r * rowb + QPF_BYTES;
+		for (long o = 0; o < (two ? 2 : 1) * rowb && pf + o < end; o += 64)
 			__builtin_prefetch(pf + o, 0, 0);
-		for (long i0 = 0; i0 < j->m; i0 += 4) {
-			int nx = j->m - i0 < 4 ? (int)(j->m - i0) : 4;
-			float out[4];
-			j->dot(nx, wr, j->xq + i0 * j->xs, j->xs, j->nb, out);
-			for (int t = 0; t < nx; t++)
-				j->dst[(i0 + t) * N + r] = out[t];
-		}
+		for (long i0 = 0; i0 < j->m; i0 += 4)
+			qmm_dot(j, r, two, i0, j->m - i0 < 4 ? (int)(j->m - i0) : 4);
+		r += two ? 2 : 1;
 	}
 }
 
@@ -137,12 +153,10 @@ static void qmm_worker(void *p, int tid, int nth) {
 		long n0 = g * j->group, n1 = n0 + j->group < N ? n0 + j->group : N;
 		for (long i0 = 0; i0 < j->m; i0 += 4) {
 			int nx = j->m - i0 < 4 ? (int)(j->m - i0) : 4;
-			const uint8_t *xq = j->xq + i0 * j->xs;
-			for (long r = n0; r < n1; r++) {
-				float out[4];
-				j->dot(nx, j->w + r * j->rowb, xq, j->xs, j->nb, out);
-				for (int t = 0; t < nx; t++)
-					j->dst[(i0 + t) * N + r] = out[t];
+			for (long r = n0; r < n1;) {
+				const int two = j->dot2 && r + 1 < n1;
+				qmm_dot(j, r, two, i0, nx);
+				r += two ? 2 : 1;
 			}
 		}
 	}
@@ -212,7 +226,7 @@ int tr_qmatmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, int
 	if (m * n * k < QMM_SERIAL)
 		nth = 1;
 	qact(c, xq, x, m, k, dtype, nth);
-	qmm_job j = {.dot = dot, .dst = dst, .w = w, .xq = xq, .m = m, .n = n, .nb = k / qblock_elems(dtype),
+	qmm_job j = {.dot = dot, .dot2 = q->dot[dtype] ? q->dot2[dtype] : NULL, .dst = dst, .w = w, .xq = xq, .m = m, .n = n, .nb = k / qblock_elems(dtype),
 		     .xs = (long)xs};
 	j.rowb = j.nb * qblock_bytes(dtype);
 	if (m < 16) {

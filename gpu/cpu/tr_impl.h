@@ -131,12 +131,18 @@ typedef struct {
  * activations xs bytes apart: out[r] = w . xq[r]. */
 typedef void (*tr_qdot_fn)(int nx, const uint8_t *w, const uint8_t *xq, long xs, long nb, float *out);
 
+/* The same for two weight rows at once: out0[r] = w0 . xq[r], out1[r] =
+ * w1 . xq[r]. */
+typedef void (*tr_qdot2_fn)(int nx, const uint8_t *w0, const uint8_t *w1, const uint8_t *xq, long xs, long nb,
+			    float *out0, float *out1);
+
 typedef struct {
 	const char *name;
 	/* n elements (a multiple of 32, or of 256) into blocks. */
 	void (*quant32)(const float *x, tr_qa32 *dst, long n);
 	void (*quantk)(const float *x, tr_qak *dst, long n);
 	tr_qdot_fn dot[TR_NDTYPE]; /* by dtype; NULL for the plain ones */
+	tr_qdot2_fn dot2[TR_NDTYPE]; /* two rows at once; NULL where the set has none */
 } tr_qkernels;
 
 extern const tr_qkernels tr_qk_portable;
