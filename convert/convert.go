@@ -246,12 +246,16 @@ type planned struct {
 func tensorPlan(st *safetensors.Model, a arch, h hparams) ([]planned, error) {
 	var plan []planned
 	used := map[string]bool{}
-	add := func(hf, g string, heads int, required bool) error {
+	add := func(hf string, heads int, required bool) error {
 		if !st.Has(hf) {
 			if required {
 				return fmt.Errorf("tensor %s is missing", hf)
 			}
 			return nil
+		}
+		g, ok := gguf.TensorName(hf)
+		if !ok {
+			return fmt.Errorf("tensor %s has no GGUF name", hf)
 		}
 		used[hf] = true
 		plan = append(plan, planned{hf, g, heads})
@@ -261,42 +265,41 @@ func tensorPlan(st *safetensors.Model, a arch, h hparams) ([]planned, error) {
 	if a.permuteQK {
 		qHeads, kHeads = h.heads, h.kvHeads
 	}
-	if err := add("model.embed_tokens.weight", "token_embd.weight", 0, true); err != nil {
+	if err := add("model.embed_tokens.weight", 0, true); err != nil {
 		return nil, err
 	}
 	for i := range h.layers {
 		p := fmt.Sprintf("model.layers.%d.", i)
-		b := fmt.Sprintf("blk.%d.", i)
 		for _, t := range []struct {
-			hf, gguf string
+			hf       string
 			heads    int
 			required bool
 		}{
-			{"input_layernorm.weight", "attn_norm.weight", 0, true},
-			{"self_attn.q_proj.weight", "attn_q.weight", qHeads, true},
-			{"self_attn.q_proj.bias", "attn_q.bias", qHeads, false},
-			{"self_attn.k_proj.weight", "attn_k.weight", kHeads, true},
-			{"self_attn.k_proj.bias", "attn_k.bias", kHeads, false},
-			{"self_attn.v_proj.weight", "attn_v.weight", 0, true},
-			{"self_attn.v_proj.bias", "attn_v.bias", 0, false},
-			{"self_attn.o_proj.weight", "attn_output.weight", 0, true},
-			{"self_attn.q_norm.weight", "attn_q_norm.weight", 0, a.name == "qwen3"},
-			{"self_attn.k_norm.weight", "attn_k_norm.weight", 0, a.name == "qwen3"},
-			{"post_attention_layernorm.weight", "ffn_norm.weight", 0, true},
-			{"mlp.gate_proj.weight", "ffn_gate.weight", 0, true},
-			{"mlp.up_proj.weight", "ffn_up.weight", 0, true},
-			{"mlp.down_proj.weight", "ffn_down.weight", 0, true},
+			{"input_layernorm.weight", 0, true},
+			{"self_attn.q_proj.weight", qHeads, true},
+			{"self_attn.q_proj.bias", qHeads, false},
+			{"self_attn.k_proj.weight", kHeads, true},
+			{"self_attn.k_proj.bias", kHeads, false},
+			{"self_attn.v_proj.weight", 0, true},
+			{"self_attn.v_proj.bias", 0, false},
+			{"self_attn.o_proj.weight", 0, true},
+			{"self_attn.q_norm.weight", 0, a.name == "qwen3"},
+			{"self_attn.k_norm.weight", 0, a.name == "qwen3"},
+			{"post_attention_layernorm.weight", 0, true},
+			{"mlp.gate_proj.weight", 0, true},
+			{"mlp.up_proj.weight", 0, true},
+			{"mlp.down_proj.weight", 0, true},
 		} {
-			if err := add(p+t.hf, b+t.gguf, t.heads, t.required); err != nil {
+			if err := add(p+t.hf, t.heads, t.required); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if err := add("model.norm.weight", "output_norm.weight", 0, true); err != nil {
+	if err := add("model.norm.weight", 0, true); err != nil {
 		return nil, err
 	}
 	if !h.tied {
-		if err := add("lm_head.weight", "output.weight", 0, true); err != nil {
+		if err := add("lm_head.weight", 0, true); err != nil {
 			return nil, err
 		}
 	}

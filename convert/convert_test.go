@@ -182,8 +182,8 @@ func TestWriteRefuses(t *testing.T) {
 	}
 }
 
-// hfName is the checkpoint name of a GGUF tensor (the inverse of
-// tensorPlan, for the test).
+// hfName is the checkpoint name of a GGUF tensor (gguf's table, read
+// backwards).
 func hfName(t *testing.T, g string) string {
 	fixed := map[string]string{"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
 	if n, ok := fixed[g]; ok {
@@ -194,12 +194,12 @@ func hfName(t *testing.T, g string) string {
 	if _, err := fmt.Sscanf(g, "blk.%d.%s", &layer, &rest); err != nil {
 		t.Fatalf("tensor %q: %v", g, err)
 	}
-	m := map[string]string{"attn_norm.weight": "input_layernorm.weight", "attn_q.weight": "self_attn.q_proj.weight",
-		"attn_k.weight": "self_attn.k_proj.weight", "attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
-		"attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias", "attn_v.bias": "self_attn.v_proj.bias",
-		"attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight", "ffn_norm.weight": "post_attention_layernorm.weight",
-		"ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight", "ffn_down.weight": "mlp.down_proj.weight"}
-	return fmt.Sprintf("model.layers.%d.%s", layer, m[rest])
+	base, kind, _ := strings.Cut(rest, ".")
+	hf, ok := gguf.BlockTensorName(base, true)
+	if !ok {
+		t.Fatalf("tensor %q: no Hugging Face name", g)
+	}
+	return fmt.Sprintf("model.layers.%d.%s.%s", layer, hf, kind)
 }
 
 // unpermute is the README's inverse of the converter's permute.

@@ -82,13 +82,10 @@ func ggufArchOf(modelType string) string {
 func ggufBlockName(arch, hf string) string {
 	gemma := strings.HasPrefix(arch, "gemma")
 	switch hf {
-	case "input_layernorm":
-		return "attn_norm"
 	case "post_attention_layernorm":
 		if gemma {
 			return "post_attention_norm"
 		}
-		return "ffn_norm"
 	case "pre_feedforward_layernorm":
 		return "ffn_norm"
 	case "post_feedforward_layernorm":
@@ -98,11 +95,8 @@ func ggufBlockName(arch, hf string) string {
 	case "mlp.gate_up_proj":
 		return "ffn_up"
 	}
-	return map[string]string{
-		"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-		"self_attn.o_proj": "attn_output", "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
-		"mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
-	}[hf]
+	g, _ := gguf.BlockTensorName(hf, false)
+	return g
 }
 
 // toGGUF converts the Hugging Face checkpoint in dir into a GGUF file at

@@ -74,34 +74,9 @@ func ggufArchFor(arch string) (ggufArch, bool) {
 // ggufArchs lists the architectures ggufArchFor knows, for messages.
 const ggufArchs = "llama, qwen2, qwen3, phi3, gemma2, gemma3"
 
-// llamaBlockName maps the per-layer tensors of the Llama-shaped families.
-func llamaBlockName(s string) (string, bool) {
-	switch s {
-	case "attn_norm":
-		return "input_layernorm", true
-	case "attn_q":
-		return "self_attn.q_proj", true
-	case "attn_k":
-		return "self_attn.k_proj", true
-	case "attn_v":
-		return "self_attn.v_proj", true
-	case "attn_output":
-		return "self_attn.o_proj", true
-	case "attn_q_norm":
-		return "self_attn.q_norm", true
-	case "attn_k_norm":
-		return "self_attn.k_norm", true
-	case "ffn_norm":
-		return "post_attention_layernorm", true
-	case "ffn_gate":
-		return "mlp.gate_proj", true
-	case "ffn_up":
-		return "mlp.up_proj", true
-	case "ffn_down":
-		return "mlp.down_proj", true
-	}
-	return "", false
-}
+// llamaBlockName maps the per-layer tensors of the Llama-shaped families
+// (gguf.BlockTensorName).
+func llamaBlockName(s string) (string, bool) { return gguf.BlockTensorName(s, true) }
 
 // phi3BlockName: Phi-3 keeps q, k, v in one matrix (attn_qkv) and gate and
 // up in one (stored as ffn_up, twice feed_forward_length rows).

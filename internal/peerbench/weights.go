@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/troupe-ai/troupe/gguf"
@@ -28,39 +27,6 @@ type WeightCheck struct {
 	// LM head reads all of it and the lookup one row).
 	HFBytes   int64 `json:"hf_bytes"`
 	GGUFBytes int64 `json:"gguf_bytes"`
-}
-
-// hfToGGUFName maps a Llama checkpoint's tensor names to llama.cpp's, as
-// convert_hf_to_gguf.py (and make_smollm_random.py) name them.
-func hfToGGUFName(name string) (string, bool) {
-	switch name {
-	case "model.embed_tokens.weight":
-		return "token_embd.weight", true
-	case "model.norm.weight":
-		return "output_norm.weight", true
-	case "lm_head.weight":
-		return "output.weight", true
-	}
-	rest, ok := strings.CutPrefix(name, "model.layers.")
-	if !ok {
-		return "", false
-	}
-	idx, sub, ok := strings.Cut(rest, ".")
-	if _, err := strconv.Atoi(idx); !ok || err != nil {
-		return "", false
-	}
-	g, ok := map[string]string{
-		"input_layernorm.weight":          "attn_norm.weight",
-		"self_attn.q_proj.weight":         "attn_q.weight",
-		"self_attn.k_proj.weight":         "attn_k.weight",
-		"self_attn.v_proj.weight":         "attn_v.weight",
-		"self_attn.o_proj.weight":         "attn_output.weight",
-		"post_attention_layernorm.weight": "ffn_norm.weight",
-		"mlp.gate_proj.weight":            "ffn_gate.weight",
-		"mlp.up_proj.weight":              "ffn_up.weight",
-		"mlp.down_proj.weight":            "ffn_down.weight",
-	}[sub]
-	return "blk." + idx + "." + g, ok
 }
 
 // CompareWeights checks that the Llama checkpoint in hfDir (config.json and
@@ -103,7 +69,7 @@ func CompareWeights(hfDir, ggufPath string) (WeightCheck, error) {
 	}
 	seen := map[string]bool{}
 	for _, name := range hf.Names() {
-		gname, ok := hfToGGUFName(name)
+		gname, ok := gguf.TensorName(name)
 		if !ok {
 			return wc, fmt.Errorf("compare weights: no llama.cpp name for tensor %q", name)
 		}

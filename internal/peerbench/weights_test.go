@@ -107,24 +107,6 @@ func TestCompareWeightsFindsDifferences(t *testing.T) {
 	}
 }
 
-func TestHFToGGUFName(t *testing.T) {
-	for in, want := range map[string]string{
-		"model.embed_tokens.weight":                      "token_embd.weight",
-		"model.layers.12.self_attn.k_proj.weight":        "blk.12.attn_k.weight",
-		"model.layers.0.post_attention_layernorm.weight": "blk.0.ffn_norm.weight",
-		"lm_head.weight":                                 "output.weight",
-	} {
-		if got, ok := hfToGGUFName(in); !ok || got != want {
-			t.Errorf("%s -> %q %v, want %q", in, got, ok, want)
-		}
-	}
-	for _, in := range []string{"model.layers.x.mlp.up_proj.weight", "model.layers.0.mlp.experts.weight", "vision.patch"} {
-		if got, ok := hfToGGUFName(in); ok {
-			t.Errorf("%s mapped to %q", in, got)
-		}
-	}
-}
-
 func TestParseChecksums(t *testing.T) {
 	out := "params: 134515008\nwrote x\nsha256 " + strings.Repeat("ab", 32) + "  hf-bf16/model.safetensors\n" +
 		"sha256 " + strings.Repeat("cd", 32) + "  smollm2-135m-random-bf16.gguf\n"

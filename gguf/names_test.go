@@ -1,0 +1,29 @@
+package gguf
+
+import "testing"
+
+func TestTensorName(t *testing.T) {
+	for hf, want := range map[string]string{
+		"model.embed_tokens.weight":                      "token_embd.weight",
+		"model.layers.12.self_attn.k_proj.weight":        "blk.12.attn_k.weight",
+		"model.layers.0.self_attn.q_proj.bias":           "blk.0.attn_q.bias",
+		"model.layers.0.post_attention_layernorm.weight": "blk.0.ffn_norm.weight",
+		"model.layers.1.self_attn.k_norm.weight":         "blk.1.attn_k_norm.weight",
+		"model.norm.weight":                              "output_norm.weight",
+		"lm_head.weight":                                 "output.weight",
+	} {
+		if got, ok := TensorName(hf); !ok || got != want {
+			t.Errorf("TensorName(%s) = %q %v, want %q", hf, got, ok, want)
+		}
+	}
+	for _, hf := range []string{"model.layers.x.mlp.up_proj.weight", "model.layers.01.mlp.up_proj.weight", "model.layers.0.mlp.experts.weight", "model.layers.0.mlp.up_proj", "vision.patch"} {
+		if got, ok := TensorName(hf); ok {
+			t.Errorf("TensorName(%s) = %q", hf, got)
+		}
+	}
+	for _, p := range blockNames() {
+		if hf, ok := BlockTensorName(p[1], true); !ok || hf != p[0] {
+			t.Errorf("BlockTensorName(%s, toHF) = %q", p[1], hf)
+		}
+	}
+}
