@@ -11,8 +11,8 @@ import (
 // quantScales returns the offsets of dt's F16 scale fields (quantTypes).
 func quantScales(dt gpu.DType) []int {
 	for _, q := range quantTypes {
-		if q.dt == dt {
-			return q.scales
+		if q.DType == dt {
+			return q.Scales
 		}
 	}
 	return nil

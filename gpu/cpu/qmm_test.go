@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand"
@@ -10,53 +9,17 @@ import (
 
 	"github.com/troupe-ai/troupe/gguf"
 	"github.com/troupe-ai/troupe/gpu"
+	"github.com/troupe-ai/troupe/gpu/gputest"
 	"github.com/troupe-ai/troupe/gpu/ref"
 	"github.com/troupe-ai/troupe/internal/fixtures"
 )
 
-// quantTypes are the quantized dtypes, with the offsets of their F16 scale
-// and minimum fields in a block.
-var quantTypes = []struct {
-	dt     gpu.DType
-	scales []int
-}{
-	{gpu.Q8_0, []int{0}},
-	{gpu.Q4_0, []int{0}},
-	{gpu.Q4_1, []int{0, 2}},
-	{gpu.Q5_0, []int{0}},
-	{gpu.Q5_1, []int{0, 2}},
-	{gpu.Q2_K, []int{80, 82}},
-	{gpu.Q3_K, []int{108}},
-	{gpu.Q4_K, []int{0, 2}},
-	{gpu.Q5_K, []int{0, 2}},
-	{gpu.Q6_K, []int{208}},
-}
+// quantTypes are the quantized dtypes (gputest.QuantTypes).
+var quantTypes = gputest.QuantTypes()
 
-// randQuantWeight builds rows x cols of dt from random blocks: random quant
-// and sub-scale bytes (every bit pattern a block can hold), and F16 scales
-// of random sign around 2^-5.
+// randQuantWeight is gputest.RandQuantWeight.
 func randQuantWeight(r *rand.Rand, dt gpu.DType, scales []int, rows, cols int) *gpu.Weight {
-	rb, err := dt.RowBytes(cols)
-	if err != nil {
-		panic(err)
-	}
-	data := make([]byte, rows*rb)
-	r.Read(data)
-	bb := dt.BlockBytes()
-	for b := 0; b < len(data)/bb; b++ {
-		for _, off := range scales {
-			v := float32((0.5 + r.Float64()) / 32)
-			if r.Intn(2) == 0 {
-				v = -v
-			}
-			binary.LittleEndian.PutUint16(data[b*bb+off:], gpu.F32ToF16(v))
-		}
-	}
-	w, err := gpu.NewWeight(dt, rows, cols, data)
-	if err != nil {
-		panic(err)
-	}
-	return w
+	return gputest.RandQuantWeight(r, gputest.QuantType{DType: dt, Scales: scales}, rows, cols)
 }
 
 // qcheck runs d.MatMul on w and x and compares every output with
@@ -154,14 +117,14 @@ func TestQuantMatMul(t *testing.T) {
 		{1, 5, 1}, {1, 67, 3}, {3, 33, 2}, {8, 19, 1}, {17, 35, 2}, {31, 9, 1}, {33, 9, 1}, {40, 37, 2},
 	}
 	for _, qt := range quantTypes {
-		t.Run(qt.dt.String(), func(t *testing.T) {
+		t.Run(qt.DType.String(), func(t *testing.T) {
 			for _, d := range qdevices(t) {
 				for si, s := range shapes {
-					k := s.blocks * qt.dt.BlockSize()
-					w := randQuantWeight(r, qt.dt, qt.scales, s.n, k)
+					k := s.blocks * qt.DType.BlockSize()
+					w := randQuantWeight(r, qt.DType, qt.Scales, s.n, k)
 					x := randSlice(r, s.m*k, 1)
 					if si == 2 {
-						for i := 0; i < qt.dt.BlockSize(); i++ { // an all-zero block
+						for i := 0; i < qt.DType.BlockSize(); i++ { // an all-zero block
 							x[k+i] = 0
 						}
 					}
@@ -184,14 +147,14 @@ func TestQuantMatMulThreads(t *testing.T) {
 	for _, qt := range []int{0, 7, 9} { // Q8_0, Q4_K, Q6_K
 		q := quantTypes[qt]
 		k := 1024
-		w := randQuantWeight(r, q.dt, q.scales, 300, k)
+		w := randQuantWeight(r, q.DType, q.Scales, 300, k)
 		for _, m := range []int{1, 5, 20} {
 			qcheck(t, d, w, randSlice(r, m*k, 1), m, false)
 		}
 	}
 	// a large prefill: the dequantized weights (9 MB) go in chunks
 	q := quantTypes[0]
-	w := randQuantWeight(r, q.dt, q.scales, 1500, 1536)
+	w := randQuantWeight(r, q.DType, q.Scales, 1500, 1536)
 	qcheck(t, d, w, randSlice(r, quantDequantMin*1536, 1), quantDequantMin, false)
 }
 
@@ -238,7 +201,7 @@ func TestQuantEmbed(t *testing.T) {
 	}
 	defer d.Close()
 	for _, qt := range quantTypes {
-		w := randQuantWeight(r, qt.dt, qt.scales, 9, 2*qt.dt.BlockSize())
+		w := randQuantWeight(r, qt.DType, qt.Scales, 9, 2*qt.DType.BlockSize())
 		ids := []int32{8, 0, 3, 3}
 		got := make([]float32, len(ids)*w.Cols)
 		want := make([]float32, len(ids)*w.Cols)
@@ -246,7 +209,7 @@ func TestQuantEmbed(t *testing.T) {
 		ref.Device{}.Embed(want, w, ids)
 		for i := range got {
 			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("%v: [%d] = %g, ref %g", qt.dt, i, got[i], want[i])
+				t.Fatalf("%v: [%d] = %g, ref %g", qt.DType, i, got[i], want[i])
 			}
 		}
 	}
@@ -318,8 +281,8 @@ func TestQuantPrefillDequant(t *testing.T) {
 	r := rand.New(rand.NewSource(21))
 	for _, d := range devices(t, 2) {
 		for _, qt := range quantTypes {
-			k := qt.dt.BlockSize()
-			w := randQuantWeight(r, qt.dt, qt.scales, 7, k)
+			k := qt.DType.BlockSize()
+			w := randQuantWeight(r, qt.DType, qt.Scales, 7, k)
 			x := make([]float32, k*k)
 			for i := 0; i < k; i++ {
 				x[i*k+i] = 1
@@ -330,7 +293,7 @@ func TestQuantPrefillDequant(t *testing.T) {
 			for i := 0; i < k; i++ {
 				for j := 0; j < w.Rows; j++ {
 					if got[i*w.Rows+j] != wf[j*k+i] {
-						t.Fatalf("%s %v: element (%d, %d) = %g, dequantized %g", d.Name(), qt.dt, j, i, got[i*w.Rows+j], wf[j*k+i])
+						t.Fatalf("%s %v: element (%d, %d) = %g, dequantized %g", d.Name(), qt.DType, j, i, got[i*w.Rows+j], wf[j*k+i])
 					}
 				}
 			}
@@ -349,7 +312,7 @@ func TestQuantFusedFallback(t *testing.T) {
 	}
 	defer d.Close()
 	q := quantTypes[7] // Q4_K
-	w := randQuantWeight(r, q.dt, q.scales, 64, 256)
+	w := randQuantWeight(r, q.DType, q.Scales, 64, 256)
 	if _, err := d.PackWeights([]*gpu.Weight{w}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,56 +1,20 @@
 package ref
 
 import (
-	"encoding/binary"
 	"math"
 	"math/rand"
 	"testing"
 
 	"github.com/troupe-ai/troupe/gpu"
+	"github.com/troupe-ai/troupe/gpu/gputest"
 )
 
-// quantTypes are the quantized dtypes, with the offsets of their F16 scale
-// and minimum fields in a block.
-var quantTypes = []struct {
-	dt     gpu.DType
-	scales []int
-}{
-	{gpu.Q8_0, []int{0}},
-	{gpu.Q4_0, []int{0}},
-	{gpu.Q4_1, []int{0, 2}},
-	{gpu.Q5_0, []int{0}},
-	{gpu.Q5_1, []int{0, 2}},
-	{gpu.Q2_K, []int{80, 82}},
-	{gpu.Q3_K, []int{108}},
-	{gpu.Q4_K, []int{0, 2}},
-	{gpu.Q5_K, []int{0, 2}},
-	{gpu.Q6_K, []int{208}},
-}
+// quantTypes are the quantized dtypes (gputest.QuantTypes).
+var quantTypes = gputest.QuantTypes()
 
-// randQuantWeight builds rows x cols of dt from random blocks: random quant
-// and sub-scale bytes, and F16 scales of random sign around 2^-5.
+// randQuantWeight is gputest.RandQuantWeight.
 func randQuantWeight(r *rand.Rand, dt gpu.DType, scales []int, rows, cols int) *gpu.Weight {
-	rb, err := dt.RowBytes(cols)
-	if err != nil {
-		panic(err)
-	}
-	data := make([]byte, rows*rb)
-	r.Read(data)
-	bb := dt.BlockBytes()
-	for b := 0; b < len(data)/bb; b++ {
-		for _, off := range scales {
-			v := float32((0.5 + r.Float64()) / 32)
-			if r.Intn(2) == 0 {
-				v = -v
-			}
-			binary.LittleEndian.PutUint16(data[b*bb+off:], gpu.F32ToF16(v))
-		}
-	}
-	w, err := gpu.NewWeight(dt, rows, cols, data)
-	if err != nil {
-		panic(err)
-	}
-	return w
+	return gputest.RandQuantWeight(r, gputest.QuantType{DType: dt, Scales: scales}, rows, cols)
 }
 
 // TestQuantMatMulBound checks the quantized-activation reference against
@@ -60,16 +24,16 @@ func randQuantWeight(r *rand.Rand, dt gpu.DType, scales []int, rows, cols int) *
 func TestQuantMatMulBound(t *testing.T) {
 	r := rand.New(rand.NewSource(5))
 	for _, qt := range quantTypes {
-		t.Run(qt.dt.String(), func(t *testing.T) {
+		t.Run(qt.DType.String(), func(t *testing.T) {
 			const m, n = 3, 7
-			k := 2 * qt.dt.BlockSize()
-			w := randQuantWeight(r, qt.dt, qt.scales, n, k)
+			k := 2 * qt.DType.BlockSize()
+			w := randQuantWeight(r, qt.DType, qt.Scales, n, k)
 			x := make([]float32, m*k)
 			for i := range x {
 				x[i] = float32(r.NormFloat64())
 			}
 			x[5] = 0
-			for i := 0; i < qt.dt.BlockSize(); i++ { // an all-zero block
+			for i := 0; i < qt.DType.BlockSize(); i++ { // an all-zero block
 				x[k+i] = 0
 			}
 			got := make([]float32, m*n)
@@ -80,7 +44,7 @@ func TestQuantMatMulBound(t *testing.T) {
 			want := make([]float32, m*n)
 			Device{}.MatMul(want, x, m, w)
 			wf := w.Float32s()
-			bs := ActBlockSize(qt.dt)
+			bs := ActBlockSize(qt.DType)
 			for i := 0; i < m; i++ {
 				act := QuantizeAct(x[i*k:(i+1)*k], bs)
 				for j := 0; j < n; j++ {
@@ -137,27 +101,27 @@ func TestQuantizeAct(t *testing.T) {
 func TestQuantWeightAPI(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
 	for _, qt := range quantTypes {
-		bs := qt.dt.BlockSize()
-		if rb, err := qt.dt.RowBytes(2 * bs); err != nil || rb != 2*qt.dt.BlockBytes() {
-			t.Errorf("%v: RowBytes(%d) = %d, %v", qt.dt, 2*bs, rb, err)
+		bs := qt.DType.BlockSize()
+		if rb, err := qt.DType.RowBytes(2 * bs); err != nil || rb != 2*qt.DType.BlockBytes() {
+			t.Errorf("%v: RowBytes(%d) = %d, %v", qt.DType, 2*bs, rb, err)
 		}
-		if _, err := gpu.NewWeight(qt.dt, 1, bs+1, make([]byte, 4096)); err == nil {
-			t.Errorf("%v: width %d accepted", qt.dt, bs+1)
+		if _, err := gpu.NewWeight(qt.DType, 1, bs+1, make([]byte, 4096)); err == nil {
+			t.Errorf("%v: width %d accepted", qt.DType, bs+1)
 		}
-		g, ok := qt.dt.GGML()
-		if d, ok2 := gpu.DTypeOf(g); !ok || !ok2 || d != qt.dt || g.String() != qt.dt.String() {
-			t.Errorf("%v: ggml type %v (%v), back %v", qt.dt, g, ok, d)
+		g, ok := qt.DType.GGML()
+		if d, ok2 := gpu.DTypeOf(g); !ok || !ok2 || d != qt.DType || g.String() != qt.DType.String() {
+			t.Errorf("%v: ggml type %v (%v), back %v", qt.DType, g, ok, d)
 		}
-		w := randQuantWeight(r, qt.dt, qt.scales, 3, 2*bs)
+		w := randQuantWeight(r, qt.DType, qt.Scales, 3, 2*bs)
 		all := w.Float32s()
 		s := w.RowSlice(1, 3)
 		for _, rc := range [][2]int{{0, 0}, {1, bs + 5}, {2, 2*bs - 1}} {
 			if got := w.At(rc[0], rc[1]); got != all[rc[0]*w.Cols+rc[1]] {
-				t.Errorf("%v: At%v = %g, Float32s %g", qt.dt, rc, got, all[rc[0]*w.Cols+rc[1]])
+				t.Errorf("%v: At%v = %g, Float32s %g", qt.DType, rc, got, all[rc[0]*w.Cols+rc[1]])
 			}
 		}
 		if s.Rows != 2 || s.At(1, 7) != w.At(2, 7) {
-			t.Errorf("%v: RowSlice", qt.dt)
+			t.Errorf("%v: RowSlice", qt.DType)
 		}
 		deq, err := Dequantize(g, w.Data, 3*2*bs)
 		if err != nil {
@@ -165,7 +129,7 @@ func TestQuantWeightAPI(t *testing.T) {
 		}
 		for i := range deq {
 			if deq[i] != all[i] && !(math.IsNaN(float64(deq[i])) && math.IsNaN(float64(all[i]))) {
-				t.Fatalf("%v: Float32s[%d] = %g, Dequantize %g", qt.dt, i, all[i], deq[i])
+				t.Fatalf("%v: Float32s[%d] = %g, Dequantize %g", qt.DType, i, all[i], deq[i])
 			}
 		}
 	}
