@@ -29,9 +29,14 @@ func benchModel(b *testing.B, dtype gpu.DType) model.Model {
 }
 
 // presetModel writes (once per machine, in the temp dir) and loads a
-// random-weight checkpoint of a preset.
+// random-weight checkpoint of a preset. A quantized dtype loads the bf16
+// checkpoint with its matrices quantized to it (serve --quantize).
 func presetModel(b *testing.B, preset string, dtype gpu.DType) model.Model {
 	b.Helper()
+	var opts model.LoadOptions
+	if dtype.Quantized() {
+		opts.Quantize, dtype = dtype, gpu.BF16
+	}
 	dir := filepath.Join(os.TempDir(), "troupe-bench", preset+"-"+dtype.String())
 	if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); err != nil {
 		cfg, err := checkpoint.Preset(preset)
@@ -42,7 +47,7 @@ func presetModel(b *testing.B, preset string, dtype gpu.DType) model.Model {
 			b.Fatal(err)
 		}
 	}
-	m, err := model.Load(dir)
+	m, err := model.LoadWith(context.Background(), dir, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -86,14 +91,15 @@ func run(b *testing.B, m model.Model, dev gpu.Device, pool *kvcache.Pool, reqs [
 }
 
 // BenchmarkDecode measures decode tokens per second on smollm2-135m shapes
-// (bf16 and f32) and mamba-130m shapes (f32): single stream, and the
-// aggregate of 8 sequences decoding in one batch. Each iteration prefills a
-// 16-token prompt per sequence, then times 64 decode steps.
+// (bf16, f32, and bf16 quantized at load to Q8_0 and Q4_0) and mamba-130m
+// shapes (f32): single stream, and the aggregate of 8 sequences decoding in
+// one batch. Each iteration prefills a 16-token prompt per sequence, then
+// times 64 decode steps.
 func BenchmarkDecode(b *testing.B) {
 	for _, mc := range []struct {
 		preset string
 		dt     gpu.DType
-	}{{"smollm2-135m", gpu.BF16}, {"smollm2-135m", gpu.F32}, {"mamba-130m", gpu.F32}} {
+	}{{"smollm2-135m", gpu.BF16}, {"smollm2-135m", gpu.F32}, {"smollm2-135m", gpu.Q8_0}, {"smollm2-135m", gpu.Q4_0}, {"mamba-130m", gpu.F32}} {
 		m := presetModel(b, mc.preset, mc.dt)
 		dev := benchDevice(b, false)
 		pool := benchPool(b, m)
