@@ -707,22 +707,7 @@ static inline float bf16f(uint16_t h) {
 	return f;
 }
 
-static inline float f16f(uint16_t h) {
-	uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, mant = h & 0x3ff, b;
-	if (e == 0 && mant == 0)
-		b = sign;
-	else if (e == 0) {
-		float f = ldexpf((float)mant, -24);
-		memcpy(&b, &f, 4);
-		b |= sign;
-	} else if (e == 31)
-		b = sign | 0x7f800000u | mant << 13;
-	else
-		b = sign | (e + 112) << 23 | mant << 13;
-	float f;
-	memcpy(&f, &b, 4);
-	return f;
-}
+static inline float f16f(uint16_t h) { return tr_half(h); }
 
 INL float WSC(const int DT, const void *w, long i) {
 	if (DT == TR_BF16)

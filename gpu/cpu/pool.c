@@ -565,20 +565,8 @@ void tr_embed(float *dst, const void *w, int dtype, long cols, const int32_t *id
 		}
 		case TR_F16: {
 			const uint16_t *s = (const uint16_t *)w + r;
-			for (long j = 0; j < cols; j++) {
-				uint32_t h = s[j], sign = (h >> 15) << 31, e = (h >> 10) & 31, mant = h & 0x3ff, b;
-				if (e == 0 && mant == 0)
-					b = sign;
-				else if (e == 0) {
-					float f = ldexpf((float)mant, -24);
-					memcpy(&b, &f, 4);
-					b |= sign;
-				} else if (e == 31)
-					b = sign | 0x7f800000u | mant << 13;
-				else
-					b = sign | (e + 112) << 23 | mant << 13;
-				memcpy(&d[j], &b, 4);
-			}
+			for (long j = 0; j < cols; j++)
+				d[j] = tr_half(s[j]);
 			break;
 		}
 		}

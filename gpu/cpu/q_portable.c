@@ -11,23 +11,7 @@
 
 #include "tr_impl.h"
 
-float tr_f16(const uint8_t *p) {
-	uint16_t h = (uint16_t)(p[0] | p[1] << 8);
-	uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, mant = h & 0x3ff, b;
-	if (e == 0 && mant == 0)
-		b = sign;
-	else if (e == 0) {
-		float f = ldexpf((float)mant, -24);
-		memcpy(&b, &f, 4);
-		b |= sign;
-	} else if (e == 31)
-		b = sign | 0x7f800000u | mant << 13;
-	else
-		b = sign | (e + 112) << 23 | mant << 13;
-	float f;
-	memcpy(&f, &b, 4);
-	return f;
-}
+float tr_f16(const uint8_t *p) { return tr_half((uint16_t)(p[0] | p[1] << 8)); }
 
 static inline uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24; }
 

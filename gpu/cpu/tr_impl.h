@@ -2,7 +2,31 @@
 #ifndef TROUPE_CPU_TR_IMPL_H
 #define TROUPE_CPU_TR_IMPL_H
 
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
 #include "tr.h"
+
+/* tr_half widens an IEEE half (its bits h) to float exactly, as
+ * gpu.F16ToF32 does: the one conversion the kernels, the pool's widening
+ * and the quantized blocks' scales share. */
+static inline float tr_half(uint16_t h) {
+	uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, mant = h & 0x3ff, b;
+	if (e == 0 && mant == 0)
+		b = sign;
+	else if (e == 0) {
+		float f = ldexpf((float)mant, -24);
+		memcpy(&b, &f, 4);
+		b |= sign;
+	} else if (e == 31)
+		b = sign | 0x7f800000u | mant << 13;
+	else
+		b = sign | (e + 112) << 23 | mant << 13;
+	float f;
+	memcpy(&f, &b, 4);
+	return f;
+}
 
 typedef struct {
 	float *dst;
