@@ -623,67 +623,36 @@ func decodeScalars(typ ValueType, b []byte, n int) any {
 	case TypeUint8:
 		return slices.Clone(b[:n])
 	case TypeInt8:
-		a := make([]int8, n)
-		for i := range a {
-			a[i] = int8(b[i])
-		}
-		return a
+		return decodeEach(b, n, 1, func(p []byte) int8 { return int8(p[0]) })
 	case TypeBool:
-		a := make([]bool, n)
-		for i := range a {
-			a[i] = b[i] != 0
-		}
-		return a
+		return decodeEach(b, n, 1, func(p []byte) bool { return p[0] != 0 })
 	case TypeUint16:
-		a := make([]uint16, n)
-		for i := range a {
-			a[i] = le.Uint16(b[2*i:])
-		}
-		return a
+		return decodeEach(b, n, 2, le.Uint16)
 	case TypeInt16:
-		a := make([]int16, n)
-		for i := range a {
-			a[i] = int16(le.Uint16(b[2*i:]))
-		}
-		return a
+		return decodeEach(b, n, 2, func(p []byte) int16 { return int16(le.Uint16(p)) })
 	case TypeUint32:
-		a := make([]uint32, n)
-		for i := range a {
-			a[i] = le.Uint32(b[4*i:])
-		}
-		return a
+		return decodeEach(b, n, 4, le.Uint32)
 	case TypeInt32:
-		a := make([]int32, n)
-		for i := range a {
-			a[i] = int32(le.Uint32(b[4*i:]))
-		}
-		return a
+		return decodeEach(b, n, 4, func(p []byte) int32 { return int32(le.Uint32(p)) })
 	case TypeFloat32:
-		a := make([]float32, n)
-		for i := range a {
-			a[i] = math.Float32frombits(le.Uint32(b[4*i:]))
-		}
-		return a
+		return decodeEach(b, n, 4, func(p []byte) float32 { return math.Float32frombits(le.Uint32(p)) })
 	case TypeUint64:
-		a := make([]uint64, n)
-		for i := range a {
-			a[i] = le.Uint64(b[8*i:])
-		}
-		return a
+		return decodeEach(b, n, 8, le.Uint64)
 	case TypeInt64:
-		a := make([]int64, n)
-		for i := range a {
-			a[i] = int64(le.Uint64(b[8*i:]))
-		}
-		return a
+		return decodeEach(b, n, 8, func(p []byte) int64 { return int64(le.Uint64(p)) })
 	case TypeFloat64:
-		a := make([]float64, n)
-		for i := range a {
-			a[i] = math.Float64frombits(le.Uint64(b[8*i:]))
-		}
-		return a
+		return decodeEach(b, n, 8, func(p []byte) float64 { return math.Float64frombits(le.Uint64(p)) })
 	}
 	return nil
+}
+
+// decodeEach decodes n elements of size bytes each from b with f.
+func decodeEach[T any](b []byte, n, size int, f func([]byte) T) []T {
+	a := make([]T, n)
+	for i := range a {
+		a[i] = f(b[size*i:])
+	}
+	return a
 }
 
 // quote quotes a key or tensor name for an error message, cut to 100 bytes

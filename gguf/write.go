@@ -240,52 +240,41 @@ func writeArray(cw *countingWriter, v Value, key string) error {
 	case []uint8:
 		buf = append(buf, a...)
 	case []int8:
-		for _, x := range a {
-			buf = append(buf, byte(x))
-		}
+		buf = appendEach(buf, a, func(b []byte, x int8) []byte { return append(b, byte(x)) })
 	case []bool:
-		for _, x := range a {
-			b := byte(0)
+		buf = appendEach(buf, a, func(b []byte, x bool) []byte {
 			if x {
-				b = 1
+				return append(b, 1)
 			}
-			buf = append(buf, b)
-		}
+			return append(b, 0)
+		})
 	case []uint16:
-		for _, x := range a {
-			buf = le.AppendUint16(buf, x)
-		}
+		buf = appendEach(buf, a, le.AppendUint16)
 	case []int16:
-		for _, x := range a {
-			buf = le.AppendUint16(buf, uint16(x))
-		}
+		buf = appendEach(buf, a, func(b []byte, x int16) []byte { return le.AppendUint16(b, uint16(x)) })
 	case []uint32:
-		for _, x := range a {
-			buf = le.AppendUint32(buf, x)
-		}
+		buf = appendEach(buf, a, le.AppendUint32)
 	case []int32:
-		for _, x := range a {
-			buf = le.AppendUint32(buf, uint32(x))
-		}
+		buf = appendEach(buf, a, func(b []byte, x int32) []byte { return le.AppendUint32(b, uint32(x)) })
 	case []float32:
-		for _, x := range a {
-			buf = le.AppendUint32(buf, math.Float32bits(x))
-		}
+		buf = appendEach(buf, a, func(b []byte, x float32) []byte { return le.AppendUint32(b, math.Float32bits(x)) })
 	case []uint64:
-		for _, x := range a {
-			buf = le.AppendUint64(buf, x)
-		}
+		buf = appendEach(buf, a, le.AppendUint64)
 	case []int64:
-		for _, x := range a {
-			buf = le.AppendUint64(buf, uint64(x))
-		}
+		buf = appendEach(buf, a, func(b []byte, x int64) []byte { return le.AppendUint64(b, uint64(x)) })
 	case []float64:
-		for _, x := range a {
-			buf = le.AppendUint64(buf, math.Float64bits(x))
-		}
+		buf = appendEach(buf, a, func(b []byte, x float64) []byte { return le.AppendUint64(b, math.Float64bits(x)) })
 	default:
 		return fmt.Errorf("gguf: write: key %q: array of %v not writable", key, v.elem)
 	}
 	cw.write(buf)
 	return nil
+}
+
+// appendEach appends every element of a to buf with f.
+func appendEach[T any](buf []byte, a []T, f func([]byte, T) []byte) []byte {
+	for _, x := range a {
+		buf = f(buf, x)
+	}
+	return buf
 }
