@@ -21,13 +21,6 @@ const (
 	tokenUnused      = 5
 )
 
-// The regexes a tokenizer.json pre-tokenizer that is not a Split carries
-// (the tokenizer package's GGUF table spells them the same way).
-const (
-	gpt2Regex  = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
-	digitRegex = `\p{N}`
-)
-
 // hfTokenizer is the part of tokenizer.json written to GGUF.
 type hfTokenizer struct {
 	Model struct {
@@ -40,7 +33,6 @@ type hfTokenizer struct {
 		Content string `json:"content"`
 		Special bool   `json:"special"`
 	} `json:"added_tokens"`
-	PreTokenizer json.RawMessage `json:"pre_tokenizer"`
 }
 
 // tokenizerKVs are the tokenizer.ggml.* keys and the chat template for the
@@ -59,13 +51,13 @@ func tokenizerKVs(dir string, cfg *model.Config, vocab int) ([]gguf.KV, error) {
 	if tj.Model.Type != "BPE" {
 		return nil, fmt.Errorf("tokenizer.json: model type %q (troupe writes byte-level BPE to GGUF)", tj.Model.Type)
 	}
-	patterns, err := prePatterns(tj.PreTokenizer)
+	tok, err := tokenizer.Load(dir, tokenizer.Options{})
+	if err != nil {
+		return nil, err
+	}
+	pre, err := tok.GGUFPre()
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer.json: %w", err)
-	}
-	pre, ok := tokenizer.GGUFPreName(patterns)
-	if !ok {
-		return nil, fmt.Errorf("tokenizer.json: its pre-tokenizer (%q) has no tokenizer.ggml.pre name llama.cpp knows", patterns)
 	}
 	size := vocab
 	for _, id := range tj.Model.Vocab {
@@ -202,56 +194,4 @@ func readMerges(raw json.RawMessage) ([]string, error) {
 		out[i] = p[0] + " " + p[1]
 	}
 	return out, nil
-}
-
-// prePatterns lists the regexes a byte-level pre-tokenizer splits by, in
-// order: Split patterns, Digits (individual digits), and a ByteLevel that
-// splits (GPT-2's regex).
-func prePatterns(raw json.RawMessage) ([]string, error) {
-	var p struct {
-		Type          string            `json:"type"`
-		Pretokenizers []json.RawMessage `json:"pretokenizers"`
-		Pattern       struct {
-			Regex  *string `json:"Regex"`
-			String *string `json:"String"`
-		} `json:"pattern"`
-		Behavior         string `json:"behavior"`
-		Invert           bool   `json:"invert"`
-		UseRegex         *bool  `json:"use_regex"`
-		IndividualDigits bool   `json:"individual_digits"`
-	}
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, errors.New("no pre-tokenizer")
-	}
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return nil, fmt.Errorf("pre_tokenizer: %w", err)
-	}
-	switch p.Type {
-	case "Sequence":
-		var out []string
-		for _, sub := range p.Pretokenizers {
-			pats, err := prePatterns(sub)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, pats...)
-		}
-		return out, nil
-	case "Split":
-		if p.Pattern.Regex == nil || p.Invert || p.Behavior != "Isolated" {
-			return nil, fmt.Errorf("pre_tokenizer Split %s (behavior %q, invert %v) has no GGUF form", raw, p.Behavior, p.Invert)
-		}
-		return []string{*p.Pattern.Regex}, nil
-	case "ByteLevel":
-		if p.UseRegex == nil || *p.UseRegex {
-			return []string{gpt2Regex}, nil
-		}
-		return nil, nil
-	case "Digits":
-		if !p.IndividualDigits {
-			return nil, errors.New("pre_tokenizer Digits without individual_digits has no GGUF form")
-		}
-		return []string{digitRegex}, nil
-	}
-	return nil, fmt.Errorf("pre_tokenizer %q has no GGUF form", p.Type)
 }

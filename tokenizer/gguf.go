@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -188,13 +189,13 @@ func GGUFPreTokenizers() []string {
 	return names
 }
 
-// GGUFPreName is the tokenizer.ggml.pre name of a pre-tokenizer given as
+// ggufPreName is the tokenizer.ggml.pre name of a pre-tokenizer given as
 // its regexes in order (a tokenizer.json's Split patterns, with GPT-2's
 // regex for a ByteLevel that splits and `\p{N}` for Digits that split
 // every digit): the canonical name of a known one (llama-bpe, qwen2,
 // gpt-2, smollm, ...), which LoadGGUF reads back to the same regexes. ok
 // is false when no name has exactly these regexes.
-func GGUFPreName(patterns []string) (name string, ok bool) {
+func ggufPreName(patterns []string) (name string, ok bool) {
 	t := ggufPreTable()
 	for _, n := range []string{"llama-bpe", "qwen2", "gpt-2", "smollm", "deepseek-v3", "gpt-4o", "tekken", "deepseek-llm", "deepseek-coder", "falcon", "default", "bloom"} {
 		if slices.Equal(t[n].patterns, patterns) {
@@ -208,6 +209,44 @@ func GGUFPreName(patterns []string) (name string, ok bool) {
 		}
 	}
 	return "", false
+}
+
+// GGUFPre is the tokenizer.ggml.pre name of t's pre-tokenizer
+// (ggufPreName of its regexes in order: each Split that isolates a regular
+// expression's matches, Digits one by one, a ByteLevel that splits by
+// GPT-2's regex), for writing t into a GGUF file. A step GGUF cannot name
+// is an error.
+func (t *Tokenizer) GGUFPre() (string, error) {
+	var steps []preTokenizer
+	switch p := t.pre.(type) {
+	case nil:
+		return "", errors.New("tokenizer: no pre-tokenizer, which GGUF's byte-level BPE needs")
+	case seqPre:
+		steps = p
+	default:
+		steps = []preTokenizer{p}
+	}
+	var patterns []string
+	for _, st := range steps {
+		switch p := st.(type) {
+		case *splitPre:
+			if p.regex == "" || p.invert || p.beh != behIsolated {
+				return "", errors.New("tokenizer: a pre-tokenizer step other than an isolating regular expression has no GGUF name")
+			}
+			patterns = append(patterns, p.regex)
+		case *byteLevelPre:
+			if p.useRegex {
+				patterns = append(patterns, patGPT2)
+			}
+		default:
+			return "", fmt.Errorf("tokenizer: pre-tokenizer step %T has no GGUF name", st)
+		}
+	}
+	name, ok := ggufPreName(patterns)
+	if !ok {
+		return "", fmt.Errorf("tokenizer: its pre-tokenizer (%q) has no tokenizer.ggml.pre name llama.cpp knows", patterns)
+	}
+	return name, nil
 }
 
 // LoadGGUF reads the tokenizer stored in a GGUF file's metadata (see

@@ -232,3 +232,26 @@ func BenchmarkLoadGGUF(b *testing.B) {
 		}
 	}
 }
+
+// TestGGUFPre: the tokenizer.json pre-tokenizers of the fixtures get the
+// tokenizer.ggml.pre names llama.cpp gives them, and LoadGGUF reads each
+// name back to the same regexes.
+func TestGGUFPre(t *testing.T) {
+	for _, tc := range []struct{ dir, want string }{{"qwen3", "qwen2"}, {"llama3_1", "llama-bpe"}} {
+		tk, err := Load(fixtures.Path(t, "tokenizers", tc.dir), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := tk.GGUFPre(); err != nil || got != tc.want {
+			t.Errorf("%s: GGUFPre = %q, %v; want %q", tc.dir, got, err, tc.want)
+		}
+	}
+	// A SentencePiece tokenizer (Metaspace) has none.
+	tk, err := Load(fixtures.Path(t, "tokenizers", "llama2"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := tk.GGUFPre(); err == nil {
+		t.Errorf("llama2: GGUFPre = %q, want an error", got)
+	}
+}

@@ -151,7 +151,11 @@ func parsePreSteps(raw json.RawMessage) ([]preTokenizer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("Split pre-tokenizer: %w", err)
 		}
-		return []preTokenizer{&splitPre{m: m, beh: b, invert: h.Invert}}, nil
+		sp := &splitPre{m: m, beh: b, invert: h.Invert}
+		if h.Pattern.Regex != nil {
+			sp.regex = *h.Pattern.Regex
+		}
+		return []preTokenizer{sp}, nil
 	case "ByteLevel":
 		p := &byteLevelPre{addPrefixSpace: true, useRegex: true}
 		if h.AddPrefixSpace != nil {
@@ -184,11 +188,10 @@ func parsePreSteps(raw json.RawMessage) ([]preTokenizer, error) {
 		}
 		return []preTokenizer{p}, nil
 	case "Digits":
-		b := behContiguous
 		if h.Individual {
-			b = behIsolated
+			return []preTokenizer{&splitPre{m: runeMatcher{pred: unicode.IsNumber}, beh: behIsolated, regex: patNumber}}, nil
 		}
-		return []preTokenizer{&splitPre{m: runeMatcher{pred: unicode.IsNumber}, beh: b}}, nil
+		return []preTokenizer{&splitPre{m: runeMatcher{pred: unicode.IsNumber}, beh: behContiguous}}, nil
 	case "Punctuation":
 		b, err := parseBehavior(h.Behavior)
 		if err != nil {
@@ -271,6 +274,9 @@ type splitPre struct {
 	m      matcher
 	beh    splitBehavior
 	invert bool
+	// regex is the pattern as a regular expression where the step has one
+	// (a Split's Regex; `\p{N}` for Digits one by one), for GGUFPre.
+	regex string
 }
 
 type seg struct {
