@@ -3,8 +3,6 @@ package chat_test
 import (
 	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -394,28 +392,7 @@ func TestStrictToolsAfterToolCalls(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.template+"/"+tc.text, func(t *testing.T) {
 			ft := byName[tc.template]
-			a := assets(t, ft.source)
-			a.SpecialTokens = ft.special
-			r := &chat.Request{Messages: msgs(t, `[`+userTurn+`]`), Tools: msgs(t, weatherTools), StrictTools: map[string]bool{"get_weather": true}}
-			p, err := a.Prepare(r, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			gd, err := a.Guides().Guide(p.Plan, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ok := true
-			for _, id := range a.Tokenizer.EncodeIDs(tc.text, false) {
-				if mask, constrained := gd.Mask(); constrained && !mask.Has(id) {
-					ok = false
-					break
-				}
-				if err := gd.Accept(id); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if ok != tc.accept {
+			if ok := strictToolAccepts(t, ft, tc.text); ok != tc.accept {
 				t.Fatalf("accepted %v, want %v", ok, tc.accept)
 			}
 		})
@@ -428,31 +405,11 @@ func TestStrictToolsAfterToolCalls(t *testing.T) {
 func mistralAssets(t *testing.T, src string, special *templates.Dict) *chat.Assets {
 	t.Helper()
 	dir := t.TempDir()
-	if err := checkpoint.WriteByteTokenizer(dir); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "tokenizer.json")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tj map[string]any
-	if err := json.Unmarshal(raw, &tj); err != nil {
-		t.Fatal(err)
-	}
-	added, _ := tj["added_tokens"].([]any)
-	for i, s := range []string{"</s>", "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"} {
-		added = append(added, map[string]any{"id": checkpoint.ByteVocab + i, "content": s, "single_word": false,
-			"lstrip": false, "rstrip": false, "normalized": false, "special": true})
-	}
-	tj["added_tokens"] = added
-	if raw, err = json.Marshal(tj); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, raw, 0o644); err != nil {
+	if err := checkpoint.WriteByteTokenizerSpecials(dir, "</s>", "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"); err != nil {
 		t.Fatal(err)
 	}
 	a := assets(t, src)
+	var err error
 	if a.Tokenizer, err = tokenizer.Load(dir, tokenizer.Options{}); err != nil {
 		t.Fatal(err)
 	}
@@ -544,30 +501,36 @@ func TestStrictToolsHarmony(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := assets(t, ft.source)
-			a.SpecialTokens = ft.special
-			r := &chat.Request{Messages: msgs(t, `[`+userTurn+`]`), Tools: msgs(t, weatherTools), StrictTools: map[string]bool{"get_weather": true}}
-			p, err := a.Prepare(r, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			gd, err := a.Guides().Guide(p.Plan, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ok := true
-			for _, id := range a.Tokenizer.EncodeIDs(tc.text, false) {
-				if mask, constrained := gd.Mask(); constrained && !mask.Has(id) {
-					ok = false
-					break
-				}
-				if err := gd.Accept(id); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if ok != tc.accept {
+			if ok := strictToolAccepts(t, ft, tc.text); ok != tc.accept {
 				t.Fatalf("accepted %v, want %v", ok, tc.accept)
 			}
 		})
 	}
+}
+
+// strictToolAccepts reports whether text, as the model's reply to a user
+// turn with the strict get_weather tool under tool_choice auto, passes
+// every mask of the request's guide on template ft.
+func strictToolAccepts(t *testing.T, ft fixtureTemplate, text string) bool {
+	t.Helper()
+	a := assets(t, ft.source)
+	a.SpecialTokens = ft.special
+	r := &chat.Request{Messages: msgs(t, `[`+userTurn+`]`), Tools: msgs(t, weatherTools), StrictTools: map[string]bool{"get_weather": true}}
+	p, err := a.Prepare(r, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gd, err := a.Guides().Guide(p.Plan, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range a.Tokenizer.EncodeIDs(text, false) {
+		if mask, constrained := gd.Mask(); constrained && !mask.Has(id) {
+			return false
+		}
+		if err := gd.Accept(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return true
 }

@@ -1,9 +1,6 @@
 package output
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/troupe-ai/troupe/internal/fixtures"
@@ -16,28 +13,7 @@ import (
 func mistralTok(t testing.TB) *tokenizer.Tokenizer {
 	t.Helper()
 	dir := t.TempDir()
-	if err := checkpoint.WriteByteTokenizer(dir); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "tokenizer.json")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tj map[string]any
-	if err := json.Unmarshal(raw, &tj); err != nil {
-		t.Fatal(err)
-	}
-	added, _ := tj["added_tokens"].([]any)
-	for i, s := range []string{"</s>", "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "[INST]"} {
-		added = append(added, map[string]any{"id": checkpoint.ByteVocab + i, "content": s, "single_word": false,
-			"lstrip": false, "rstrip": false, "normalized": false, "special": true})
-	}
-	tj["added_tokens"] = added
-	if raw, err = json.Marshal(tj); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, raw, 0o644); err != nil {
+	if err := checkpoint.WriteByteTokenizerSpecials(dir, "</s>", "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "[INST]"); err != nil {
 		t.Fatal(err)
 	}
 	tok, err := tokenizer.Load(dir, tokenizer.Options{})

@@ -29,6 +29,18 @@ func WriteByteTokenizer(dir string) error { return WriteByteTokenizerSized(dir, 
 // model's vocabulary size (and its lm_head cost) can serve chat and every
 // id it samples decodes to text.
 func WriteByteTokenizerSized(dir string, size int) error {
+	return writeByteTokenizer(dir, size, nil)
+}
+
+// WriteByteTokenizerSpecials is WriteByteTokenizer with more special tokens
+// after ChatML's (ids from ByteVocab on, in order): the markers of another
+// model's template ("[TOOL_CALLS]", "</s>", ...) for tests that render it
+// over bytes.
+func WriteByteTokenizerSpecials(dir string, extra ...string) error {
+	return writeByteTokenizer(dir, ByteVocab+len(extra), extra)
+}
+
+func writeByteTokenizer(dir string, size int, extra []string) error {
 	vocab := map[string]int{}
 	for b, r := range byteChars() {
 		vocab[string(r)] = b
@@ -46,7 +58,10 @@ func WriteByteTokenizerSized(dir string, size int) error {
 	for i, s := range byteSpecials {
 		specials = append(specials, added{ID: 256 + i, Content: s, Special: true})
 	}
-	for id := ByteVocab; id < size; id++ {
+	for i, s := range extra {
+		specials = append(specials, added{ID: ByteVocab + i, Content: s, Special: true})
+	}
+	for id := ByteVocab + len(extra); id < size; id++ {
 		specials = append(specials, added{ID: id, Content: fmt.Sprintf("<t%d>", id), Normalized: true})
 	}
 	byteLevel := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}
