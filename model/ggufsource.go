@@ -605,39 +605,15 @@ func unpermuteRows(data []byte, rows, heads int) ([]byte, error) {
 // Prefault reads every page of the tensor data once.
 func (s *ggufSource) Prefault(ctx context.Context, progress func(done, total int64)) error {
 	infos := s.f.Tensors()
-	var total, done int64
-	for _, t := range infos {
-		total += t.Size
-	}
-	var sink byte
-	for _, t := range infos {
-		data, err := s.f.TensorData(t.Name)
-		if err != nil {
+	data := make([][]byte, len(infos))
+	for i, t := range infos {
+		var err error
+		if data[i], err = s.f.TensorData(t.Name); err != nil {
 			return err
 		}
-		for off := 0; off < len(data); off += prefaultStep {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			end := min(off+prefaultStep, len(data))
-			for i := off; i < end; i += 4096 {
-				sink ^= data[i]
-			}
-			done += int64(end - off)
-			if progress != nil {
-				progress(done, total)
-			}
-		}
 	}
-	if progress != nil && total == 0 {
-		progress(0, 0)
-	}
-	runtime.KeepAlive(sink)
-	return nil
+	return mmap.Prefault(ctx, data, progress)
 }
-
-// prefaultStep is how many bytes Prefault reads between progress reports.
-const prefaultStep = 8 << 20
 
 // DropPages drops the mapped pages of data when data is a tensor handed out
 // as stored (not one dequantized or reordered into fresh memory).

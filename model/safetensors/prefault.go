@@ -3,12 +3,9 @@ package safetensors
 import (
 	"context"
 	"fmt"
-	"runtime"
-)
 
-// prefaultChunk is how many bytes Prefault reads between progress reports
-// and cancellation checks.
-const prefaultChunk = 8 << 20
+	"github.com/troupe-ai/troupe/internal/mmap"
+)
 
 // Bytes is the size of the tensors' data in every file of the model.
 func (m *Model) Bytes() int64 {
@@ -28,31 +25,11 @@ func (m *Model) Prefault(ctx context.Context, progress func(done, total int64)) 
 	if m.closed {
 		return fmt.Errorf("safetensors: %s: prefault: model is closed", m.where)
 	}
-	total := m.Bytes()
-	var done int64
-	var sink byte
-	for _, f := range m.files {
-		for off := 0; off < len(f.body); off += prefaultChunk {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			end := min(off+prefaultChunk, len(f.body))
-			for i := off; i < end; i += 4096 {
-				sink ^= f.body[i]
-			}
-			done += int64(end - off)
-			if progress != nil {
-				progress(done, total)
-			}
-		}
+	bodies := make([][]byte, len(m.files))
+	for i, f := range m.files {
+		bodies[i] = f.body
 	}
-	if progress != nil && total == 0 {
-		progress(0, 0)
-	}
-	// Without a use of sink the compiler drops the loads, and with them the
-	// page faults this function exists for.
-	runtime.KeepAlive(sink)
-	return nil
+	return mmap.Prefault(ctx, bodies, progress)
 }
 
 // DropPages says that the caller has copied data (a Tensor's Data, or part

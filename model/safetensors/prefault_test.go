@@ -17,7 +17,8 @@ import (
 // exactly there, and a cancelled context stops the read.
 func TestPrefault(t *testing.T) {
 	dir := t.TempDir()
-	data := make([]byte, 3*prefaultChunk+123)
+	const chunk = 8 << 20 // mmap.Prefault reports progress every 8 MiB
+	data := make([]byte, 3*chunk+123)
 	mustWrite(t, filepath.Join(dir, SingleFile), []WriteTensor{{Name: "w", DType: "U8", Shape: []int{len(data)}, Data: data}}, nil)
 	m, err := Open(dir)
 	if err != nil {
