@@ -403,6 +403,7 @@ void *tr_ctx_buf(tr_ctx *c, int which, size_t bytes) {
 }
 
 const tr_qkernels *tr_ctx_qkernels(const tr_ctx *c) { return c->qk; }
+void *tr_ctx_scratch(tr_ctx *c, int tid, size_t bytes) { return scratch(c, tid, bytes); }
 
 static void xconv_worker(void *p, int tid, int nth) {
 	mm_job *j = p;

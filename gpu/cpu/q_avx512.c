@@ -268,6 +268,256 @@ Q2KENTRY(Q4_K, C2K)
 Q2KENTRY(Q5_K, C2K)
 Q2KENTRY(Q6_K, C26)
 
+
+/* ---- the lane layout: 8 rows of x times a pair of weight rows per vector (tr_impl.h) ---- */
+
+/* Block b of a weight row of dtype DT: the unsigned quants u (element = s*(u
+ * - off) + o), XB/32 vectors of 32 in element order, and the sub-blocks'
+ * scales s and offsets o (for the types with minimums). */
+QI void xl_block(const int DT, const uint8_t *w, long b, __m256i *u, float *s, float *o) {
+	switch (DT) {
+	case TR_Q8_0:
+	case TR_Q4_0:
+	case TR_Q4_1:
+	case TR_Q5_0:
+	case TR_Q5_1: {
+		const long BB = DT == TR_Q8_0 ? 34 : DT == TR_Q4_0 ? 18 : DT == TR_Q4_1 ? 20 : DT == TR_Q5_0 ? 22 : 24;
+		const uint8_t *wb = w + b * BB;
+		uint32_t qh;
+		switch (DT) {
+		case TR_Q8_0: u[0] = _mm256_xor_si256(LDU(wb + 2), B8(0x80)); break;
+		case TR_Q4_0: u[0] = NIB32(wb + 2); break;
+		case TR_Q4_1: u[0] = NIB32(wb + 4); break;
+		case TR_Q5_0:
+			memcpy(&qh, wb + 2, 4);
+			u[0] = _mm256_or_si256(NIB32(wb + 6), HB32(qh));
+			break;
+		default:
+			memcpy(&qh, wb + 4, 4);
+			u[0] = _mm256_or_si256(NIB32(wb + 8), HB32(qh));
+		}
+		s[0] = F16(wb);
+		if (DT == TR_Q4_1 || DT == TR_Q5_1)
+			o[0] = F16(wb + 2);
+		return;
+	}
+	case TR_Q4_K:
+	case TR_Q5_K: {
+		const uint8_t *wb = w + b * (DT == TR_Q4_K ? 144 : 176);
+		__m256i scv, mnv;
+		kscales(wb + 4, &scv, &mnv);
+		_mm256_storeu_ps(s, _mm256_mul_ps(_mm256_set1_ps(F16(wb)), _mm256_cvtepi32_ps(scv)));
+		_mm256_storeu_ps(o, _mm256_mul_ps(_mm256_set1_ps(-F16(wb + 2)), _mm256_cvtepi32_ps(mnv)));
+		const uint8_t *qs = wb + (DT == TR_Q4_K ? 16 : 48);
+		const __m256i qhv = DT == TR_Q5_K ? LDU(wb + 16) : _mm256_setzero_si256();
+		for (int c = 0; c < 4; c++) {
+			const __m256i wq = LDU(qs + 32 * c);
+			__m256i lo = _mm256_and_si256(wq, B8(15)), hi = _mm256_and_si256(_mm256_srli_epi16(wq, 4), B8(15));
+			if (DT == TR_Q5_K) {
+				lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(SRL16(qhv, 2 * c), B8(1)), 4));
+				hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(SRL16(qhv, 2 * c + 1), B8(1)), 4));
+			}
+			u[2 * c] = lo;
+			u[2 * c + 1] = hi;
+		}
+		return;
+	}
+	default: { /* TR_Q2_K, TR_Q3_K, TR_Q6_K: sub-blocks of 16 */
+		const uint8_t *wb = w + b * (DT == TR_Q2_K ? 84 : DT == TR_Q3_K ? 110 : 210);
+		if (DT == TR_Q6_K) {
+			const __m128i s8 = _mm_loadu_si128((const __m128i *)(wb + 192));
+			const __m256 d = _mm256_set1_ps(F16(wb + 208));
+			_mm256_storeu_ps(s, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8))));
+			_mm256_storeu_ps(s + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8)))));
+		} else if (DT == TR_Q3_K) {
+			const uint8_t *sc = wb + 96;
+			const float d = F16(wb + 108);
+			for (int i = 0; i < 16; i++) {
+				int low = i < 8 ? sc[i] & 15 : sc[i - 8] >> 4;
+				int high = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
+				s[i] = d * (float)((low | high << 4) - 32);
+			}
+		} else {
+			const float d = F16(wb + 80), dmin = F16(wb + 82);
+			for (int i = 0; i < 16; i++) {
+				s[i] = d * (float)(wb[i] & 15);
+				o[i] = -dmin * (float)(wb[i] >> 4);
+			}
+		}
+		for (int h = 0; h < 2; h++) {
+			__m256i q1, q2, hv;
+			if (DT == TR_Q6_K) {
+				q1 = LDU(wb + 64 * h);
+				q2 = LDU(wb + 64 * h + 32);
+				hv = LDU(wb + 128 + 32 * h);
+			} else {
+				q1 = LDU(wb + (DT == TR_Q2_K ? 16 : 32) + 32 * h);
+				q2 = hv = DT == TR_Q3_K ? LDU(wb) : q1;
+			}
+			for (int j = 0; j < 4; j++) {
+				__m256i v;
+				if (DT == TR_Q6_K) {
+					__m256i lo = j == 0 ? q1 : j == 1 ? q2 : j == 2 ? _mm256_srli_epi16(q1, 4) : _mm256_srli_epi16(q2, 4);
+					lo = _mm256_and_si256(lo, B8(15));
+					v = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(SRL16(hv, 2 * j), B8(3)), 4));
+				} else {
+					v = _mm256_and_si256(SRL16(q1, 2 * j), B8(3));
+					if (DT == TR_Q3_K)
+						v = _mm256_or_si256(v, _mm256_slli_epi16(_mm256_and_si256(SRL16(hv, 4 * h + j), B8(1)), 2));
+				}
+				u[4 * h + j] = v;
+			}
+		}
+	}
+	}
+}
+
+/* Weight rows a and b of dtype DT (k elements) into the pair layout at dst. */
+QI void xl_pair_t(const int DT, const uint8_t *a, const uint8_t *b, long k, uint8_t *dst) {
+	const int XB = tr_xl_xb(DT), S = tr_xl_s(DT), MIN = tr_xl_min(DT), NS = XB / S;
+	float *f = (float *)(dst + 2 * k), *fo = f + 2 * (k / S);
+	for (long i = 0; i < k / XB; i++) {
+		__m256i ua[8], ub[8];
+		float sa[16], sb[16], oa[16], ob[16];
+		xl_block(DT, a, i, ua, sa, oa);
+		xl_block(DT, b, i, ub, sb, ob);
+		for (int c = 0; c < XB / 32; c++) {
+			const __m256i lo = _mm256_unpacklo_epi32(ua[c], ub[c]), hi = _mm256_unpackhi_epi32(ua[c], ub[c]);
+			uint8_t *d = dst + 2 * (i * XB + 32 * c);
+			_mm256_storeu_si256((__m256i *)d, _mm256_permute2x128_si256(lo, hi, 0x20));
+			_mm256_storeu_si256((__m256i *)(d + 32), _mm256_permute2x128_si256(lo, hi, 0x31));
+		}
+		for (int j = 0; j < NS; j++) {
+			f[2 * (i * NS + j)] = sa[j];
+			f[2 * (i * NS + j) + 1] = sb[j];
+			if (MIN) {
+				fo[2 * (i * NS + j)] = oa[j];
+				fo[2 * (i * NS + j) + 1] = ob[j];
+			}
+		}
+	}
+}
+
+QF void xl_pair(int dt, const uint8_t *a, const uint8_t *b, long k, uint8_t *dst) {
+	switch (dt) {
+	case TR_Q8_0: xl_pair_t(TR_Q8_0, a, b, k, dst); break;
+	case TR_Q4_0: xl_pair_t(TR_Q4_0, a, b, k, dst); break;
+	case TR_Q4_1: xl_pair_t(TR_Q4_1, a, b, k, dst); break;
+	case TR_Q5_0: xl_pair_t(TR_Q5_0, a, b, k, dst); break;
+	case TR_Q5_1: xl_pair_t(TR_Q5_1, a, b, k, dst); break;
+	case TR_Q2_K: xl_pair_t(TR_Q2_K, a, b, k, dst); break;
+	case TR_Q3_K: xl_pair_t(TR_Q3_K, a, b, k, dst); break;
+	case TR_Q4_K: xl_pair_t(TR_Q4_K, a, b, k, dst); break;
+	case TR_Q5_K: xl_pair_t(TR_Q5_K, a, b, k, dst); break;
+	default: xl_pair_t(TR_Q6_K, a, b, k, dst); break;
+	}
+}
+
+/* TR_XL_PAIRS pairs of weight rows (pair layouts pb bytes apart) times one
+ * tile of x: acc[p] lane 2r+h = (row h of pair p) . (row r of x). Per
+ * sub-block the integer sums (started at x's offset correction) are scaled
+ * into a float block sum, per activation block scaled by x's scales. Four
+ * integer accumulators per pair (two for sub-blocks of 16) keep sixteen
+ * vpdpbusd chains in flight. */
+QI void xl_tile(const int S, const int XB, const int MIN, const int OFF, const uint8_t *pw, size_t pb, long k,
+		const uint8_t *tile, __m512 *acc) {
+	const int P = TR_XL_PAIRS;
+	const long ns = k / S;
+	const uint8_t *xq = tile;
+	const float *dx = (const float *)(tile + TR_XL_L * k), *xs = dx + TR_XL_L * (k / XB);
+	const int32_t *xc = (const int32_t *)(xs + (MIN ? TR_XL_L * ns : 0));
+	for (int p = 0; p < P; p++)
+		acc[p] = _mm512_setzero_ps();
+	for (long b = 0; b < k / XB; b++) {
+		__m512 blk[TR_XL_PAIRS];
+		for (int p = 0; p < P; p++)
+			blk[p] = _mm512_setzero_ps();
+		for (int sb = 0; sb < XB / S; sb++) {
+			const long e0 = b * XB + sb * S, si = e0 / S;
+			/* four integer chains per pair (two for sub-blocks of 16) */
+			__m512i d[4][TR_XL_PAIRS];
+			const __m512i c0 = OFF ? _mm512_load_si512((const void *)(xc + TR_XL_L * si)) : _mm512_setzero_si512();
+			for (int p = 0; p < P; p++) {
+				d[0][p] = c0;
+				d[1][p] = d[2][p] = d[3][p] = _mm512_setzero_si512();
+			}
+			const int NA = S == 32 ? 4 : 2;
+			for (int g = 0; g < S / 4; g += NA) {
+				const long G = e0 / 4 + g;
+				for (int q = 0; q < NA; q++) {
+					const __m512i xv = _mm512_load_si512((const void *)(xq + (G + q) * 4 * TR_XL_L));
+					for (int p = 0; p < P; p++) {
+						long long a;
+						memcpy(&a, pw + p * pb + 8 * (G + q), 8);
+						d[q][p] = _mm512_dpbusd_epi32(d[q][p], _mm512_set1_epi64(a), xv);
+					}
+				}
+			}
+			for (int p = 0; p < P; p++) {
+				double sc;
+				memcpy(&sc, pw + p * pb + 2 * k + 8 * si, 8);
+				const __m512i t = _mm512_add_epi32(_mm512_add_epi32(d[0][p], d[1][p]), _mm512_add_epi32(d[2][p], d[3][p]));
+				blk[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_castpd_ps(_mm512_set1_pd(sc)), blk[p]);
+			}
+			if (MIN) {
+				const __m512 xsv = _mm512_load_ps(xs + TR_XL_L * si);
+				for (int p = 0; p < P; p++) {
+					double mo;
+					memcpy(&mo, pw + p * pb + 2 * k + 8 * ns + 8 * si, 8);
+					acc[p] = _mm512_fmadd_ps(_mm512_castpd_ps(_mm512_set1_pd(mo)), xsv, acc[p]);
+				}
+			}
+		}
+		const __m512 dxv = _mm512_load_ps(dx + TR_XL_L * b);
+		for (int p = 0; p < P; p++)
+			acc[p] = _mm512_fmadd_ps(blk[p], dxv, acc[p]);
+	}
+}
+
+QF void xl_rows_qavx512(int dt, const uint8_t *w, long rowb, long r0, long r1, long k, const uint8_t *tiles, long m,
+			float *dst, long ldd, void *scratch) {
+	const size_t pb = tr_xl_pair_bytes(dt, k), tb = tr_xl_tile_bytes(dt, k);
+	const int S = tr_xl_s(dt), XB = tr_xl_xb(dt), MIN = tr_xl_min(dt), OFF = tr_xl_off(dt) != 0;
+	const int NR = 2 * TR_XL_PAIRS;
+	const long nt = (m + TR_XL_R - 1) / TR_XL_R;
+	uint8_t *pw = scratch;
+	for (long r = r0; r < r1; r += NR) {
+		const int nw = r1 - r < NR ? (int)(r1 - r) : NR;
+		for (int p = 0; p < TR_XL_PAIRS; p++) {
+			const int j = 2 * p < nw ? 2 * p : 0, j1 = j + 1 < nw ? j + 1 : j;
+			xl_pair(dt, w + (r + j) * rowb, w + (r + j1) * rowb, k, pw + p * pb);
+		}
+		/* the next rows' weights come from memory while these compute */
+		const uint8_t *nx = w + (r + NR) * rowb, *ne = w + (r1 < r + 2 * NR ? r1 : r + 2 * NR) * rowb;
+		for (; nx < ne; nx += 64)
+			_mm_prefetch((const char *)nx, _MM_HINT_T0);
+		for (long t = 0; t < nt; t++) {
+			const uint8_t *tile = tiles + t * tb;
+			__m512 acc[TR_XL_PAIRS];
+			if (S == 32 && XB == 32 && MIN)
+				xl_tile(32, 32, 1, 0, pw, pb, k, tile, acc);
+			else if (S == 32 && XB == 32)
+				xl_tile(32, 32, 0, 1, pw, pb, k, tile, acc);
+			else if (S == 32)
+				xl_tile(32, 256, 1, 0, pw, pb, k, tile, acc);
+			else if (MIN)
+				xl_tile(16, 256, 1, 0, pw, pb, k, tile, acc);
+			else
+				xl_tile(16, 256, 0, 1, pw, pb, k, tile, acc);
+			const long rows = m - t * TR_XL_R < TR_XL_R ? m - t * TR_XL_R : TR_XL_R;
+			for (int p = 0; 2 * p < nw; p++) {
+				float o[TR_XL_L];
+				_mm512_storeu_ps(o, acc[p]);
+				for (long i = 0; i < rows; i++) {
+					dst[(t * TR_XL_R + i) * ldd + r + 2 * p] = o[2 * i];
+					if (2 * p + 1 < nw)
+						dst[(t * TR_XL_R + i) * ldd + r + 2 * p + 1] = o[2 * i + 1];
+				}
+			}
+		}
+	}
+}
+
 const tr_qkernels tr_qk_avx512 = {
 	QTABLE_FIELDS("avx512vnni"),
 	.dot2 =
@@ -281,5 +531,6 @@ const tr_qkernels tr_qk_avx512 = {
 			[TR_Q5_K] = dot2_Q5_K_qavx512,
 			[TR_Q6_K] = dot2_Q6_K_qavx512,
 		},
+	.xl = xl_rows_qavx512,
 };
 #endif

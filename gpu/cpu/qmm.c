@@ -7,10 +7,18 @@
  * rows (tr_regions, as the 16-bit decode matmul does) and walks it front to
  * back, each weight row dotted with up to 4 rows of x per pass (from L1 for
  * the later passes), with the rows a few KB ahead prefetched.
- * Small prefills (16 <= m < TR_QMM_DEQUANT) take groups of weight rows from
- * a shared counter; a group (about 32 KB of weights) stays in L1/L2 while
- * every 4 rows of x pass over it, so W is read from memory once per call,
- * not once per row of x.
+ * Batches (TR_XL_MIN <= m < TR_QMM_DEQUANT) on a set with the lane layout
+ * (tr_impl.h; AVX-512 VNNI) run it instead, in the same regions: x is
+ * packed into tiles of 8 rows, and each 8 weight rows are unpacked once
+ * into bytes and pass over every tile, one vpdpbusd per 4 elements of 2
+ * weight rows and 8 rows of x. The one-row kernels unpack each weight
+ * block again for every 4 rows of x and spend most of a batch's time
+ * there: with the lanes a batch of 8 costs about twice one row, not four
+ * times (BenchmarkQuantMatMul).
+ * Small prefills (16 <= m < TR_QMM_DEQUANT) elsewhere take groups of
+ * weight rows from a shared counter; a group (about 32 KB of weights)
+ * stays in L1/L2 while every 4 rows of x pass over it, so W is read from
+ * memory once per call, not once per row of x.
  * Larger prefills are compute-bound, where the f32 kernels (on the
  * avx512bf16 set the packed outer-product kernel, near the FMA peak) beat
  * integer dot products of 32 elements: the weights are dequantized to
@@ -205,6 +213,86 @@ static int qmm_dequant(tr_ctx *c, float *dst, const float *x, long m, const uint
 
 int tr_qmm_dequant_min(void) { return TR_QMM_DEQUANT; }
 
+/* The quantized rows of x (xs bytes apart) into tiles of TR_XL_R rows in
+ * the lane layout of tr_impl.h. */
+static void xl_pack(int dt, const uint8_t *xq, size_t xs, long m, long k, uint8_t *tiles) {
+	const long S = tr_xl_s(dt), XB = tr_xl_xb(dt), L = TR_XL_L, ns = k / S;
+	const int MIN = tr_xl_min(dt), off = tr_xl_off(dt);
+	const size_t tb = tr_xl_tile_bytes(dt, k);
+	for (long t = 0; t * TR_XL_R < m; t++) {
+		uint8_t *xu = tiles + t * tb;
+		float *dx = (float *)(xu + L * k), *sums = dx + L * (k / XB);
+		int32_t *xc = (int32_t *)(sums + (MIN ? L * ns : 0));
+		for (long l = 0; l < L; l++) {
+			const long i = t * TR_XL_R + l / 2;
+			if (i >= m) {
+				for (long g = 0; g < k / 4; g++)
+					memset(xu + g * 4 * L + 4 * l, 0, 4);
+				for (long b = 0; b < k / XB; b++)
+					dx[L * b + l] = 0;
+				for (long u = 0; u < ns; u++) {
+					if (MIN)
+						sums[L * u + l] = 0;
+					if (off)
+						xc[L * u + l] = 0;
+				}
+				continue;
+			}
+			const uint8_t *row = xq + i * xs;
+			for (long b = 0; b < k / XB; b++) {
+				const int8_t *q;
+				float d;
+				int32_t sub[16];
+				if (XB == 32) {
+					const tr_qa32 *a = (const tr_qa32 *)row + b;
+					q = a->q;
+					d = a->d;
+					sub[0] = a->sum;
+				} else {
+					const tr_qak *a = (const tr_qak *)row + b;
+					q = a->q;
+					d = a->d;
+					for (int u = 0; u < 16; u++)
+						sub[u] = S == 16 ? a->bsums[u] : u < 8 ? a->bsums[2 * u] + a->bsums[2 * u + 1] : 0;
+				}
+				dx[L * b + l] = d;
+				for (long u = 0; u < XB / S; u++) {
+					const long si = b * (XB / S) + u;
+					if (MIN)
+						sums[L * si + l] = d * (float)sub[u];
+					if (off)
+						xc[L * si + l] = -off * sub[u];
+				}
+				for (long g = 0; g < XB / 4; g++)
+					memcpy(xu + (b * XB / 4 + g) * 4 * L + 4 * l, q + 4 * g, 4);
+			}
+		}
+	}
+}
+
+typedef struct {
+	tr_ctx *c;
+	tr_xl_fn fn;
+	int dtype;
+	const uint8_t *w, *tiles;
+	long rowb, m, k;
+	float *dst;
+	long ldd;
+	size_t scratch;
+} xl_job;
+
+static void xl_rows(void *p, long n0, long n1, int tid) {
+	xl_job *j = p;
+	void *s = tr_ctx_scratch(j->c, tid, j->scratch);
+	if (s)
+		j->fn(j->dtype, j->w, j->rowb, n0, n1, j->k, j->tiles, j->m, j->dst, j->ldd, s);
+}
+
+/* Rows of x from which the lane layout runs (when the set has it): below,
+ * the tile's lanes are mostly empty and the one-row kernels, which need no
+ * unpacking, win. */
+#define TR_XL_MIN 5
+
 /* Multiply-adds below which a call runs on the calling thread. */
 #define QMM_SERIAL 65536L
 
@@ -226,6 +314,26 @@ int tr_qmatmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, int
 	if (m * n * k < QMM_SERIAL)
 		nth = 1;
 	qact(c, xq, x, m, k, dtype, nth);
+	const long rowb = k / qblock_elems(dtype) * qblock_bytes(dtype);
+	if (q->xl && m >= TR_XL_MIN) {
+		const size_t tb = tr_xl_tile_bytes(dtype, k);
+		uint8_t *tiles = tr_ctx_buf(c, 1, tb * (size_t)((m + TR_XL_R - 1) / TR_XL_R));
+		if (!tiles)
+			return -1;
+		xl_pack(dtype, xq, xs, m, k, tiles);
+		xl_job xj = {.c = c, .fn = q->xl, .dtype = dtype, .w = w, .tiles = tiles, .rowb = rowb, .m = m, .k = k,
+			     .dst = dst, .ldd = n, .scratch = TR_XL_SCRATCH(dtype, k)};
+		/* every thread's scratch now, while they idle: a failure is then
+		 * this call's -1, not rows left unwritten */
+		for (int t = 0; t < (nth > 1 ? nth : 1); t++)
+			if (!tr_ctx_scratch(c, t, xj.scratch))
+				return -1;
+		if (nth > 1)
+			tr_regions(c, n, rowb, xl_rows, &xj, nth);
+		else
+			xl_rows(&xj, 0, n, 0);
+		return 0;
+	}
 	qmm_job j = {.dot = dot, .dot2 = q->dot[dtype] ? q->dot2[dtype] : NULL, .dst = dst, .w = w, .xq = xq, .m = m, .n = n, .nb = k / qblock_elems(dtype),
 		     .xs = (long)xs};
 	j.rowb = j.nb * qblock_bytes(dtype);

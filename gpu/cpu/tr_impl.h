@@ -160,6 +160,64 @@ typedef void (*tr_qdot_fn)(int nx, const uint8_t *w, const uint8_t *xq, long xs,
 typedef void (*tr_qdot2_fn)(int nx, const uint8_t *w0, const uint8_t *w1, const uint8_t *xq, long xs, long nb,
 			    float *out0, float *out1);
 
+/* The lane layout of the quantized matmul for several rows of x (qmm.c,
+ * the VNNI set's xl): a 512-bit vector holds 8 rows of x twice over, and
+ * lanes 2r and 2r+1 dot row r with the two weight rows of a pair, whose
+ * quants are broadcast 4 bytes of each at a time. One vpdpbusd then serves
+ * 8 rows of x and 2 weight rows, and every weight byte is unpacked once
+ * per call, not once per row of x.
+ *
+ * vpdpbusd multiplies unsigned by signed bytes: the weights are the
+ * unsigned side, stored as u = q + off (tr_xl_off), and x the signed one,
+ * so the offset comes out of x's sums, as in the one-row kernels.
+ *
+ * A tile holds TR_XL_R rows of quantized x (the rows past m are zero):
+ *   xq  k*TR_XL_L bytes: group g of 4 elements of lane l at g*64 + 4*l,
+ *       lane l holding row l/2;
+ *   dx  per activation block (tr_xl_xb elements) the TR_XL_L scales;
+ *   xs  for the types with minimums, per sub-block (tr_xl_s elements) the
+ *       TR_XL_L sums of x: dx times the sum of the quants;
+ *   xc  for the types with an offset, per sub-block the TR_XL_L int32
+ *       -off * (sum of the quants): vpdpbusd's start.
+ * A pair of weight rows unpacked (tr_xl_pair_bytes) holds per group of 4
+ * elements the 4 unsigned quants of each row (8 bytes), then per sub-block
+ * the two rows' scales s (element = s*(u - off) + o), then, for the types
+ * with minimums, the two rows' offsets o. */
+#define TR_XL_L 16
+#define TR_XL_R 8
+static inline int tr_xl_s(int dt) { return dt == TR_Q2_K || dt == TR_Q3_K || dt == TR_Q6_K ? 16 : 32; }
+static inline int tr_xl_xb(int dt) { return dt >= TR_Q2_K && dt <= TR_Q6_K ? 256 : 32; }
+static inline int tr_xl_min(int dt) {
+	return dt == TR_Q4_1 || dt == TR_Q5_1 || dt == TR_Q2_K || dt == TR_Q4_K || dt == TR_Q5_K;
+}
+static inline int tr_xl_off(int dt) {
+	switch (dt) {
+	case TR_Q8_0: return 128;
+	case TR_Q4_0: return 8;
+	case TR_Q5_0: return 16;
+	case TR_Q3_K: return 4;
+	case TR_Q6_K: return 32;
+	}
+	return 0;
+}
+static inline size_t tr_xl_tile_bytes(int dt, long k) {
+	return (size_t)k * TR_XL_L + 4 * TR_XL_L * (size_t)(k / tr_xl_xb(dt)) +
+	       4 * TR_XL_L * (size_t)(k / tr_xl_s(dt)) * ((tr_xl_min(dt) ? 1 : 0) + (tr_xl_off(dt) ? 1 : 0));
+}
+static inline size_t tr_xl_pair_bytes(int dt, long k) {
+	size_t n = 2 * (size_t)k + 8 * (size_t)(k / tr_xl_s(dt)) * (tr_xl_min(dt) ? 2 : 1);
+	return (n + 63) & ~(size_t)63;
+}
+
+/* Weight rows [r0, r1) (rows of rowb bytes, k elements) times the tiles of
+ * the m rows of x (tiles tr_xl_tile_bytes apart) into dst (row i of x at
+ * dst + i*ldd, weight row r at column r); scratch holds TR_XL_SCRATCH
+ * bytes. */
+#define TR_XL_PAIRS 4
+#define TR_XL_SCRATCH(dt, k) (TR_XL_PAIRS * tr_xl_pair_bytes(dt, k))
+typedef void (*tr_xl_fn)(int dt, const uint8_t *w, long rowb, long r0, long r1, long k, const uint8_t *tiles,
+			 long m, float *dst, long ldd, void *scratch);
+
 typedef struct {
 	const char *name;
 	/* n elements (a multiple of 32, or of 256) into blocks. */
@@ -167,6 +225,7 @@ typedef struct {
 	void (*quantk)(const float *x, tr_qak *dst, long n);
 	tr_qdot_fn dot[TR_NDTYPE]; /* by dtype; NULL for the plain ones */
 	tr_qdot2_fn dot2[TR_NDTYPE]; /* two rows at once; NULL where the set has none */
+	tr_xl_fn xl; /* the lane layout (TR_XL_R rows of x per call of a tile); NULL where the set has none */
 } tr_qkernels;
 
 extern const tr_qkernels tr_qk_portable;
@@ -187,6 +246,9 @@ void tr_regions(tr_ctx *c, long n, long rowb, tr_rows_fn fn, void *arg, int nth)
 /* A buffer of at least bytes owned by the context (64-byte aligned; which
  * picks one of its buffers); NULL when out of memory. */
 void *tr_ctx_buf(tr_ctx *c, int which, size_t bytes);
+/* Per-thread scratch of at least bytes for thread tid of a tr_run or
+ * tr_regions call (64-byte aligned); NULL when out of memory. */
+void *tr_ctx_scratch(tr_ctx *c, int tid, size_t bytes);
 const tr_qkernels *tr_ctx_qkernels(const tr_ctx *c);
 
 /* The worker pool, for drivers outside pool.c: run calls fn(arg, tid, nth)
