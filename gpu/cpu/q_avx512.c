@@ -413,6 +413,12 @@ QF void xl_pair(int dt, const uint8_t *a, const uint8_t *b, long k, uint8_t *dst
 	}
 }
 
+/* Cache lines to prefetch, per sub-block of a tile's sweep. */
+typedef struct {
+	const uint8_t *p, *end;
+	int per;
+} xl_pf;
+
 /* TR_XL_PAIRS pairs of weight rows (pair layouts pb bytes apart) times one
  * tile of x: acc[p] lane 2r+h = (row h of pair p) . (row r of x). Per
  * sub-block the integer sums (started at x's offset correction) are scaled
@@ -420,7 +426,7 @@ QF void xl_pair(int dt, const uint8_t *a, const uint8_t *b, long k, uint8_t *dst
  * integer accumulators per pair (two for sub-blocks of 16) keep sixteen
  * vpdpbusd chains in flight. */
 QI void xl_tile(const int S, const int XB, const int MIN, const int OFF, const uint8_t *pw, size_t pb, long k,
-		const uint8_t *tile, __m512 *acc) {
+		const uint8_t *tile, __m512 *acc, xl_pf *pf) {
 	const int P = TR_XL_PAIRS;
 	const long ns = k / S;
 	const uint8_t *xq = tile;
@@ -436,6 +442,8 @@ QI void xl_tile(const int S, const int XB, const int MIN, const int OFF, const u
 			const long e0 = b * XB + sb * S, si = e0 / S;
 			/* four integer chains per pair (two for sub-blocks of 16) */
 			__m512i d[4][TR_XL_PAIRS];
+			for (int i = 0; i < pf->per && pf->p < pf->end; i++, pf->p += 64)
+				_mm_prefetch((const char *)pf->p, _MM_HINT_T0);
 			const __m512i c0 = OFF ? _mm512_load_si512((const void *)(xc + TR_XL_L * si)) : _mm512_setzero_si512();
 			for (int p = 0; p < P; p++) {
 				d[0][p] = c0;
@@ -487,23 +495,24 @@ QF void xl_rows_qavx512(int dt, const uint8_t *w, long rowb, long r0, long r1, l
 			const int j = 2 * p < nw ? 2 * p : 0, j1 = j + 1 < nw ? j + 1 : j;
 			xl_pair(dt, w + (r + j) * rowb, w + (r + j1) * rowb, k, pw + p * pb);
 		}
-		/* the next rows' weights come from memory while these compute */
-		const uint8_t *nx = w + (r + NR) * rowb, *ne = w + (r1 < r + 2 * NR ? r1 : r + 2 * NR) * rowb;
-		for (; nx < ne; nx += 64)
-			_mm_prefetch((const char *)nx, _MM_HINT_T0);
+		/* the next rows' weights come from memory while these compute: a
+		 * few lines per sub-block of the first tile, so that the misses
+		 * spread over the pass rather than queue at its start */
+		xl_pf pf = {.p = w + (r + NR) * rowb, .end = w + (r1 < r + 2 * NR ? r1 : r + 2 * NR) * rowb};
+		pf.per = (int)((pf.end > pf.p ? (pf.end - pf.p) / 64 : 0) / (k / S) + 1);
 		for (long t = 0; t < nt; t++) {
 			const uint8_t *tile = tiles + t * tb;
 			__m512 acc[TR_XL_PAIRS];
 			if (S == 32 && XB == 32 && MIN)
-				xl_tile(32, 32, 1, 0, pw, pb, k, tile, acc);
+				xl_tile(32, 32, 1, 0, pw, pb, k, tile, acc, &pf);
 			else if (S == 32 && XB == 32)
-				xl_tile(32, 32, 0, 1, pw, pb, k, tile, acc);
+				xl_tile(32, 32, 0, 1, pw, pb, k, tile, acc, &pf);
 			else if (S == 32)
-				xl_tile(32, 256, 1, 0, pw, pb, k, tile, acc);
+				xl_tile(32, 256, 1, 0, pw, pb, k, tile, acc, &pf);
 			else if (MIN)
-				xl_tile(16, 256, 1, 0, pw, pb, k, tile, acc);
+				xl_tile(16, 256, 1, 0, pw, pb, k, tile, acc, &pf);
 			else
-				xl_tile(16, 256, 0, 1, pw, pb, k, tile, acc);
+				xl_tile(16, 256, 0, 1, pw, pb, k, tile, acc, &pf);
 			const long rows = m - t * TR_XL_R < TR_XL_R ? m - t * TR_XL_R : TR_XL_R;
 			for (int p = 0; 2 * p < nw; p++) {
 				float o[TR_XL_L];
