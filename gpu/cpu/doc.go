@@ -100,10 +100,27 @@
 // the same arithmetic with scalar integers (correct, but some 20-50x slower:
 // the set for machines without AVX2).
 //
-// Decode and small batches (m < 16) stream the weights once, threads owning
-// regions of rows as for 16-bit decode (with stealing), prefetching 4 KB
-// ahead; prefills of 16-31 rows take 32 KB groups of weight rows that stay
-// in cache while every 4 rows of x pass. From 32 rows of x on (compute-bound prefill) the weights
+// Decode (m < 5 on the VNNI set, m < 16 elsewhere) streams the weights
+// once, threads owning regions of rows as for 16-bit decode (with
+// stealing), prefetching 4 KB ahead; elsewhere prefills of 16-31 rows take
+// 32 KB groups of weight rows that stay in cache while every 4 rows of x
+// pass.
+//
+// Batches of 5-31 rows on the VNNI set run the lane layout instead
+// (tr_impl.h, q_avx512.c's xl_*), because the kernels above unpack each
+// weight block again for every 4 rows of x and, at a batch of 8, spend most
+// of their time there. x is packed into tiles of 8 rows, each row twice
+// over in a 512-bit vector; 8 weight rows at a time are unpacked once per
+// call into unsigned bytes, interleaved by pairs, with their scales; then
+// one vpdpbusd takes 4 quants of each row of a pair (a 64-bit broadcast)
+// against 4 elements of the 8 rows of x, so every instruction serves 2
+// weight rows and 8 rows of x, and the offsets come from x's sums as
+// before. The next 8 weight rows are prefetched a few lines per sub-block
+// while a pass computes. A batch of 8 then costs about 2-2.5x one row on
+// the layer matrices (BenchmarkQuantLayers), where the one-row kernels took
+// 3-4x.
+//
+// From 32 rows of x on (compute-bound prefill) the weights
 // are dequantized to float32, bit-exact with gpu's block dequantizers, in
 // chunks of at most 4 MB, and multiplied by x unquantized with the f32
 // kernels (the packed outer-product kernel on avx512bf16): gpu/ref.MatMul's

@@ -108,9 +108,11 @@ func qdevices(t *testing.T) []*Device {
 }
 
 // TestQuantMatMul runs every quantized dtype on every kernel set: decode
-// (m = 1, 3), a batch (m = 8), prefill (m = 17, 33: odd, past the tile of 4
-// rows of x); output counts that are not a multiple of a tile or chunk; the
-// smallest width (one block) and several blocks.
+// (m = 1, 3), a batch (m = 8: one tile of the lane layout on the VNNI set),
+// prefill (m = 17, 31: odd, past the tile of 4 rows of x, ragged tiles of 8;
+// 33, 40: dequantized); output counts that are not a multiple of a tile,
+// of a pair of weight rows or of a chunk; the smallest width (one block)
+// and several blocks.
 func TestQuantMatMul(t *testing.T) {
 	r := rand.New(rand.NewSource(17))
 	shapes := []struct{ m, n, blocks int }{
