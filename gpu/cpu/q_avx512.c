@@ -527,6 +527,53 @@ QF void xl_rows_qavx512(int dt, const uint8_t *w, long rowb, long r0, long r1, l
 	}
 }
 
+
+/* Rows [r0, r1) of a quantized matrix into float32 (tr_qdequant's
+ * contract, bit for bit): each block through xl_block, then per sub-block
+ * s * (u - off) (+ o), one rounding per product and per sum as gpu's block
+ * dequantizers round (no fused multiply-adds). */
+__attribute__((optimize("fp-contract=off"))) QI void xl_dequant_t(const int DT, const uint8_t *w, long rowb, long r0,
+								 long r1, long k, float *dst) {
+	const int XB = tr_xl_xb(DT), S = tr_xl_s(DT), MIN = tr_xl_min(DT), OFF = tr_xl_off(DT);
+	for (long r = r0; r < r1; r++) {
+		const uint8_t *wr = w + r * rowb;
+		float *o = dst + (r - r0) * k;
+		for (long b = 0; b < k / XB; b++) {
+			__m256i u[8];
+			float sc[16], mn[16];
+			xl_block(DT, wr, b, u, sc, mn);
+			for (int c = 0; c < XB / 32; c++) {
+				for (int q = 0; q < 4; q++) {
+					const int e = 32 * c + 8 * q; /* element within the block */
+					const __m128i b8 = q < 2 ? _mm256_castsi256_si128(u[c]) : _mm256_extracti128_si256(u[c], 1);
+					__m256i iv = _mm256_cvtepu8_epi32(q % 2 ? _mm_srli_si128(b8, 8) : b8);
+					if (OFF)
+						iv = _mm256_sub_epi32(iv, _mm256_set1_epi32(OFF));
+					__m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(iv), _mm256_set1_ps(sc[e / S]));
+					if (MIN)
+						v = _mm256_add_ps(v, _mm256_set1_ps(mn[e / S]));
+					_mm256_storeu_ps(o + b * XB + e, v);
+				}
+			}
+		}
+	}
+}
+
+QF void xl_dequant(int dt, const uint8_t *w, long rowb, long r0, long r1, long k, float *dst) {
+	switch (dt) {
+	case TR_Q8_0: xl_dequant_t(TR_Q8_0, w, rowb, r0, r1, k, dst); break;
+	case TR_Q4_0: xl_dequant_t(TR_Q4_0, w, rowb, r0, r1, k, dst); break;
+	case TR_Q4_1: xl_dequant_t(TR_Q4_1, w, rowb, r0, r1, k, dst); break;
+	case TR_Q5_0: xl_dequant_t(TR_Q5_0, w, rowb, r0, r1, k, dst); break;
+	case TR_Q5_1: xl_dequant_t(TR_Q5_1, w, rowb, r0, r1, k, dst); break;
+	case TR_Q2_K: xl_dequant_t(TR_Q2_K, w, rowb, r0, r1, k, dst); break;
+	case TR_Q3_K: xl_dequant_t(TR_Q3_K, w, rowb, r0, r1, k, dst); break;
+	case TR_Q4_K: xl_dequant_t(TR_Q4_K, w, rowb, r0, r1, k, dst); break;
+	case TR_Q5_K: xl_dequant_t(TR_Q5_K, w, rowb, r0, r1, k, dst); break;
+	default: xl_dequant_t(TR_Q6_K, w, rowb, r0, r1, k, dst); break;
+	}
+}
+
 const tr_qkernels tr_qk_avx512 = {
 	QTABLE_FIELDS("avx512vnni"),
 	.dot2 =
@@ -541,5 +588,6 @@ const tr_qkernels tr_qk_avx512 = {
 			[TR_Q6_K] = dot2_Q6_K_qavx512,
 		},
 	.xl = xl_rows_qavx512,
+	.dequant = xl_dequant,
 };
 #endif

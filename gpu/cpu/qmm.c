@@ -175,6 +175,7 @@ typedef struct {
 	const uint8_t *w;
 	long rowb, r0, r1, k;
 	float *dst;
+	void (*dequant)(int dt, const uint8_t *w, long rowb, long r0, long r1, long k, float *dst);
 } deq_job;
 
 static void deq_worker(void *p, int tid, int nth) {
@@ -182,7 +183,7 @@ static void deq_worker(void *p, int tid, int nth) {
 	long n = j->r1 - j->r0;
 	long a = j->r0 + n * tid / nth, b = j->r0 + n * (tid + 1) / nth;
 	if (a < b)
-		tr_qdequant(j->dtype, j->w, j->rowb, a, b, j->k, j->dst + (a - j->r0) * j->k);
+		j->dequant(j->dtype, j->w, j->rowb, a, b, j->k, j->dst + (a - j->r0) * j->k);
 }
 
 /* Bytes of dequantized weights per chunk of a large prefill. */
@@ -195,13 +196,15 @@ static int qmm_dequant(tr_ctx *c, float *dst, const float *x, long m, const uint
 		rows = 16;
 	if (rows >= n || n * k * 4 <= 2 * QDEQ_CHUNK)
 		rows = n;
+	const tr_qkernels *q = tr_ctx_qkernels(c);
 	float *wf = tr_ctx_buf(c, 1, (size_t)rows * (size_t)k * 4);
 	float *tmp = rows < n ? tr_ctx_buf(c, 0, (size_t)m * (size_t)rows * 4) : dst;
 	if (!wf || !tmp)
 		return -1;
 	for (long r0 = 0; r0 < n; r0 += rows) {
 		long r1 = r0 + rows < n ? r0 + rows : n;
-		deq_job dj = {.dtype = dtype, .w = w, .rowb = rowb, .r0 = r0, .r1 = r1, .k = k, .dst = wf};
+		deq_job dj = {.dtype = dtype, .w = w, .rowb = rowb, .r0 = r0, .r1 = r1, .k = k, .dst = wf,
+			      .dequant = q->dequant ? q->dequant : tr_qdequant};
 		tr_run(c, deq_worker, &dj, nth);
 		tr_matmul(c, tmp, x, m, wf, TR_F32, r1 - r0, k);
 		if (tmp != dst)

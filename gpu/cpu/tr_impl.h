@@ -226,6 +226,8 @@ typedef struct {
 	tr_qdot_fn dot[TR_NDTYPE]; /* by dtype; NULL for the plain ones */
 	tr_qdot2_fn dot2[TR_NDTYPE]; /* two rows at once; NULL where the set has none */
 	tr_xl_fn xl; /* the lane layout (TR_XL_R rows of x per call of a tile); NULL where the set has none */
+	/* tr_qdequant's contract on this set's vectors; NULL where the set has none */
+	void (*dequant)(int dt, const uint8_t *w, long rowb, long r0, long r1, long k, float *dst);
 } tr_qkernels;
 
 extern const tr_qkernels tr_qk_portable;
