@@ -121,8 +121,9 @@
 // 3-4x.
 //
 // From 32 rows of x on (compute-bound prefill) the weights
-// are dequantized to float32, bit-exact with gpu's block dequantizers, in
-// chunks of at most 4 MB, and multiplied by x unquantized with the f32
+// are dequantized to float32, bit-exact with gpu's block dequantizers (on
+// the VNNI set in vectors, through the lane layout's block unpacking; in
+// portable C elsewhere), in chunks of at most 4 MB, and multiplied by x unquantized with the f32
 // kernels (the packed outer-product kernel on avx512bf16): gpu/ref.MatMul's
 // semantics at the FMA peak. Embed dequantizes the gathered rows with
 // gpu's block dequantizers (bit-exact).

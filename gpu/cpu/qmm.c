@@ -22,7 +22,8 @@
  * Larger prefills are compute-bound, where the f32 kernels (on the
  * avx512bf16 set the packed outer-product kernel, near the FMA peak) beat
  * integer dot products of 32 elements: the weights are dequantized to
- * float32, all threads a slice of rows each, in chunks of at most 4 MB
+ * float32 (the set's dequant, else tr_qdequant), all threads a slice of
+ * rows each, in chunks of at most 4 MB
  * (one chunk when the whole matrix fits), and each chunk multiplied by x
  * unquantized. Those calls compute gpu/ref's MatMul semantics (x times the
  * dequantized weights) in float32. */
