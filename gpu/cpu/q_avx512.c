@@ -310,16 +310,8 @@ QI void xl_block(const int DT, const uint8_t *w, long b, __m256i *u, float *s, f
 		_mm256_storeu_ps(o, _mm256_mul_ps(_mm256_set1_ps(-F16(wb + 2)), _mm256_cvtepi32_ps(mnv)));
 		const uint8_t *qs = wb + (DT == TR_Q4_K ? 16 : 48);
 		const __m256i qhv = DT == TR_Q5_K ? LDU(wb + 16) : _mm256_setzero_si256();
-		for (int c = 0; c < 4; c++) {
-			const __m256i wq = LDU(qs + 32 * c);
-			__m256i lo = _mm256_and_si256(wq, B8(15)), hi = _mm256_and_si256(_mm256_srli_epi16(wq, 4), B8(15));
-			if (DT == TR_Q5_K) {
-				lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(SRL16(qhv, 2 * c), B8(1)), 4));
-				hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(SRL16(qhv, 2 * c + 1), B8(1)), 4));
-			}
-			u[2 * c] = lo;
-			u[2 * c + 1] = hi;
-		}
+		for (int c = 0; c < 4; c++)
+			K45U(DT, qs, qhv, c, &u[2 * c], &u[2 * c + 1]);
 		return;
 	}
 	default: { /* TR_Q2_K, TR_Q3_K, TR_Q6_K: sub-blocks of 16 */
@@ -330,13 +322,11 @@ QI void xl_block(const int DT, const uint8_t *w, long b, __m256i *u, float *s, f
 			_mm256_storeu_ps(s, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8))));
 			_mm256_storeu_ps(s + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8)))));
 		} else if (DT == TR_Q3_K) {
-			const uint8_t *sc = wb + 96;
 			const float d = F16(wb + 108);
-			for (int i = 0; i < 16; i++) {
-				int low = i < 8 ? sc[i] & 15 : sc[i - 8] >> 4;
-				int high = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
-				s[i] = d * (float)((low | high << 4) - 32);
-			}
+			int sc[16];
+			Q3SC(wb + 96, sc);
+			for (int i = 0; i < 16; i++)
+				s[i] = d * (float)sc[i];
 		} else {
 			const float d = F16(wb + 80), dmin = F16(wb + 82);
 			for (int i = 0; i < 16; i++) {
@@ -354,19 +344,8 @@ QI void xl_block(const int DT, const uint8_t *w, long b, __m256i *u, float *s, f
 				q1 = LDU(wb + (DT == TR_Q2_K ? 16 : 32) + 32 * h);
 				q2 = hv = DT == TR_Q3_K ? LDU(wb) : q1;
 			}
-			for (int j = 0; j < 4; j++) {
-				__m256i v;
-				if (DT == TR_Q6_K) {
-					__m256i lo = j == 0 ? q1 : j == 1 ? q2 : j == 2 ? _mm256_srli_epi16(q1, 4) : _mm256_srli_epi16(q2, 4);
-					lo = _mm256_and_si256(lo, B8(15));
-					v = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(SRL16(hv, 2 * j), B8(3)), 4));
-				} else {
-					v = _mm256_and_si256(SRL16(q1, 2 * j), B8(3));
-					if (DT == TR_Q3_K)
-						v = _mm256_or_si256(v, _mm256_slli_epi16(_mm256_and_si256(SRL16(hv, 4 * h + j), B8(1)), 2));
-				}
-				u[4 * h + j] = v;
-			}
+			for (int j = 0; j < 4; j++)
+				u[4 * h + j] = DT == TR_Q6_K ? Q6U(q1, q2, hv, j) : Q23U(DT, q1, hv, h, j);
 		}
 	}
 	}

@@ -254,6 +254,47 @@ QI __m256i LANE2(__m256i v, int i) {
 /* Lanes 0-3 a, 4-7 b. */
 QI __m256i SC2(int a, int b) { return _mm256_set_m128i(_mm_set1_epi32(b), _mm_set1_epi32(a)); }
 
+/* The unsigned quants of the K types, 32 at a time in element order (the
+ * one-row kernels and the lane layout's unpacking share them). */
+
+/* Q4_K/Q5_K: elements 64c..64c+31 into lo, 64c+32..64c+63 into hi (qs the
+ * block's 4-bit quants, qhv its fifth bits, Q5_K only). */
+QI void K45U(const int DT, const uint8_t *qs, __m256i qhv, int c, __m256i *lo, __m256i *hi) {
+	const __m256i wq = LDU(qs + 32 * c);
+	*lo = _mm256_and_si256(wq, B8(15));
+	*hi = _mm256_and_si256(_mm256_srli_epi16(wq, 4), B8(15));
+	if (DT == TR_Q5_K) {
+		*lo = _mm256_or_si256(*lo, _mm256_slli_epi16(_mm256_and_si256(SRL16(qhv, 2 * c), B8(1)), 4));
+		*hi = _mm256_or_si256(*hi, _mm256_slli_epi16(_mm256_and_si256(SRL16(qhv, 2 * c + 1), B8(1)), 4));
+	}
+}
+
+/* Q6_K: elements 128h+32j..+31 (q1, q2 the half's two vectors of low
+ * bits, hv its high bits). */
+QI __m256i Q6U(__m256i q1, __m256i q2, __m256i hv, int j) {
+	__m256i lo = j == 0 ? q1 : j == 1 ? q2 : j == 2 ? _mm256_srli_epi16(q1, 4) : _mm256_srli_epi16(q2, 4);
+	lo = _mm256_and_si256(lo, B8(15));
+	return _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(SRL16(hv, 2 * j), B8(3)), 4));
+}
+
+/* Q2_K, Q3_K: elements 128h+32j..+31 (qv the half's 2-bit quants, hv the
+ * block's high bits, Q3_K only). */
+QI __m256i Q23U(const int DT, __m256i qv, __m256i hv, int h, int j) {
+	__m256i u = _mm256_and_si256(SRL16(qv, 2 * j), B8(3));
+	if (DT == TR_Q3_K)
+		u = _mm256_or_si256(u, _mm256_slli_epi16(_mm256_and_si256(SRL16(hv, 4 * h + j), B8(1)), 2));
+	return u;
+}
+
+/* The 16 signed 6-bit scales of a Q3_K block (s its 12 scale bytes). */
+QI void Q3SC(const uint8_t *s, int *sc) {
+	for (int i = 0; i < 16; i++) {
+		int low = i < 8 ? s[i] & 15 : s[i - 8] >> 4;
+		int high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+		sc[i] = (low | high << 4) - 32;
+	}
+}
+
 QI void d_q45k(const int DT, const int NX, const uint8_t *w, const uint8_t *xq, long xs, long nb, float *out) {
 	const long BB = DT == TR_Q4_K ? 144 : 176;
 	__m256 acc[4], accm[4];
@@ -272,12 +313,8 @@ QI void d_q45k(const int DT, const int NX, const uint8_t *w, const uint8_t *xq, 
 		for (int r = 0; r < NX; r++)
 			is[r] = _mm256_setzero_si256();
 		for (int c = 0; c < 4; c++) {
-			const __m256i wq = LDU(qs + 32 * c);
-			__m256i lo = _mm256_and_si256(wq, B8(15)), hi = _mm256_and_si256(_mm256_srli_epi16(wq, 4), B8(15));
-			if (DT == TR_Q5_K) {
-				lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(SRL16(qhv, 2 * c), B8(1)), 4));
-				hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(SRL16(qhv, 2 * c + 1), B8(1)), 4));
-			}
+			__m256i lo, hi;
+			K45U(DT, qs, qhv, c, &lo, &hi);
 			const __m256i sl = LANE(sc, 2 * c), sh = LANE(sc, 2 * c + 1);
 			for (int r = 0; r < NX; r++) {
 				const int8_t *xa = XAK(r, b)->q + 64 * c;
@@ -316,10 +353,7 @@ QI void d_q6k(const int NX, const uint8_t *w, const uint8_t *xq, long xs, long n
 		for (int h = 0; h < 2; h++) {
 			const __m256i q1 = LDU(ql + 64 * h), q2 = LDU(ql + 64 * h + 32), hv = LDU(qh + 32 * h);
 			for (int j = 0; j < 4; j++) {
-				__m256i lo = j == 0 ? q1 : j == 1 ? q2 : j == 2 ? _mm256_srli_epi16(q1, 4) : _mm256_srli_epi16(q2, 4);
-				lo = _mm256_and_si256(lo, B8(15));
-				__m256i hb = _mm256_slli_epi16(_mm256_and_si256(SRL16(hv, 2 * j), B8(3)), 4);
-				const __m256i u = _mm256_or_si256(lo, hb);
+				const __m256i u = Q6U(q1, q2, hv, j);
 				const __m256i sv = LANE2(sc32[h], 2 * j);
 				for (int r = 0; r < NX; r++) {
 					__m256i p = DOT0(u, LDU(XAK(r, b)->q + 128 * h + 32 * j));
@@ -354,7 +388,7 @@ QI void d_q2k(const int NX, const uint8_t *w, const uint8_t *xq, long xs, long n
 		for (int h = 0; h < 2; h++) {
 			const __m256i qv = LDU(qs + 32 * h);
 			for (int j = 0; j < 4; j++) {
-				const __m256i u = _mm256_and_si256(SRL16(qv, 2 * j), B8(3));
+				const __m256i u = Q23U(TR_Q2_K, qv, qv, h, j);
 				const __m256i sv = SC2(scales[8 * h + 2 * j] & 15, scales[8 * h + 2 * j + 1] & 15);
 				for (int r = 0; r < NX; r++) {
 					__m256i p = DOT0(u, LDU(XAK(r, b)->q + 128 * h + 32 * j));
@@ -381,12 +415,11 @@ QI void d_q3k(const int NX, const uint8_t *w, const uint8_t *xq, long xs, long n
 		const uint8_t *wb = w + b * 110;
 		const uint8_t *hm = wb, *qs = wb + 32, *s = wb + 96;
 		const float d = F16(wb + 108);
+		int sci[16];
 		int16_t sc[16];
-		for (int i = 0; i < 16; i++) {
-			int low = i < 8 ? s[i] & 15 : s[i - 8] >> 4;
-			int high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
-			sc[i] = (int16_t)((low | high << 4) - 32);
-		}
+		Q3SC(s, sci);
+		for (int i = 0; i < 16; i++)
+			sc[i] = (int16_t)sci[i];
 		const __m256i sc16 = LDU(sc);
 		const __m256i hv = LDU(hm);
 		__m256i is[4];
@@ -395,8 +428,7 @@ QI void d_q3k(const int NX, const uint8_t *w, const uint8_t *xq, long xs, long n
 		for (int h = 0; h < 2; h++) {
 			const __m256i qv = LDU(qs + 32 * h);
 			for (int j = 0; j < 4; j++) {
-				__m256i u = _mm256_and_si256(SRL16(qv, 2 * j), B8(3));
-				u = _mm256_or_si256(u, _mm256_slli_epi16(_mm256_and_si256(SRL16(hv, 4 * h + j), B8(1)), 2));
+				const __m256i u = Q23U(TR_Q3_K, qv, hv, h, j);
 				const __m256i sv = SC2(sc[8 * h + 2 * j], sc[8 * h + 2 * j + 1]);
 				for (int r = 0; r < NX; r++) {
 					__m256i p = DOT0(u, LDU(XAK(r, b)->q + 128 * h + 32 * j));
