@@ -229,6 +229,11 @@ func (c *Client) transfer(ctx context.Context, m fileMeta, f *os.File, sum hash.
 			}
 			n += int64(k)
 			stall.Reset(c.cfg.DownloadTimeout)
+			// a cancelled caller stops here, even when this read brought the
+			// rest of the file: the partial file stays for the next run
+			if err := ctx.Err(); err != nil {
+				return n, errors.Is(context.Cause(ctx), errStalled), c.downloadError(ctx, m, err)
+			}
 		}
 		if rerr == io.EOF {
 			if have+n < m.size {
