@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -102,9 +103,11 @@ type Snapshot struct {
 	Revision string
 	// Commit is the commit hash the revision resolved to.
 	Commit string
-	// Dir is the snapshot folder, cache/models--org--name/snapshots/<commit>:
-	// a model folder troupe can serve.
+	// Dir is the snapshot folder, cache/models--org--name/snapshots/<commit>.
 	Dir string
+	// Model is what to serve: Dir for a Transformers model, the (first)
+	// file of the GGUF model for a GGUF repository.
+	Model string
 	// Files are the repository paths fetched or found present in Dir (not
 	// listed when FromCache: Dir was checked to hold what troupe needs).
 	Files []string
@@ -123,9 +126,10 @@ type Snapshot struct {
 // cache is read. When the Hub cannot be reached or answers with an error, a
 // complete cached snapshot of the revision is used, as huggingface_hub does;
 // otherwise the error says what went wrong and what to do.
-func (c *Client) Pull(ctx context.Context, repo, revision string) (Snapshot, error) {
-	if !IsRepoID(repo) {
-		return Snapshot{}, fmt.Errorf("hub: %q is not a repository id (org/name)", repo)
+func (c *Client) Pull(ctx context.Context, ref, revision string) (Snapshot, error) {
+	repo, quant, ok := ParseModelRef(ref)
+	if !ok {
+		return Snapshot{}, fmt.Errorf("hub: %q is not a repository id (org/name, or org/name:QUANT for a GGUF model)", ref)
 	}
 	if revision == "" {
 		revision = DefaultRevision
@@ -135,10 +139,10 @@ func (c *Client) Pull(ctx context.Context, repo, revision string) (Snapshot, err
 	}
 	st := newStore(c.cfg.Cache, repo)
 	if c.cfg.Offline {
-		return c.fromCache(st, revision, nil)
+		return c.fromCache(st, revision, quant, nil)
 	}
 	if IsCommit(revision) {
-		if snap, err := c.fromCache(st, revision, nil); err == nil {
+		if snap, err := c.fromCache(st, revision, quant, nil); err == nil {
 			return snap, nil // a commit never changes: nothing to ask
 		}
 	}
@@ -147,14 +151,14 @@ func (c *Client) Pull(ctx context.Context, repo, revision string) (Snapshot, err
 		if errors.Is(err, ErrRevisionNotFound) || ctx.Err() != nil {
 			return Snapshot{}, err
 		}
-		snap, cerr := c.fromCache(st, revision, err)
+		snap, cerr := c.fromCache(st, revision, quant, err)
 		if cerr != nil {
 			return Snapshot{}, err
 		}
 		c.log.Warn("hub: using the cached snapshot; the Hub could not be asked", "repo", repo, "revision", revision, "commit", snap.Commit, "err", err)
 		return snap, nil
 	}
-	p, err := selectFiles(repo, info.files)
+	p, err := selectFiles(repo, info.files, quant)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -162,6 +166,10 @@ func (c *Client) Pull(ctx context.Context, repo, revision string) (Snapshot, err
 		c.log.Warn("hub: could not record the revision's commit in the cache", "err", err)
 	}
 	snap := Snapshot{Repo: repo, Revision: revision, Commit: info.commit, Dir: st.snapshot(info.commit)}
+	snap.Model = snap.Dir
+	if p.model != "" {
+		snap.Model = filepath.Join(snap.Dir, filepath.FromSlash(p.model))
+	}
 	get := func(files []string) error {
 		for _, f := range files {
 			n, err := c.fetch(ctx, st, info.commit, f)
@@ -195,7 +203,7 @@ func (c *Client) Pull(ctx context.Context, repo, revision string) (Snapshot, err
 
 // fromCache finds revision's snapshot in the cache and checks that it holds
 // everything troupe needs. cause is why the Hub was not used (nil offline).
-func (c *Client) fromCache(st store, revision string, cause error) (Snapshot, error) {
+func (c *Client) fromCache(st store, revision, quant string, cause error) (Snapshot, error) {
 	why := "HF_HUB_OFFLINE is set, so nothing is downloaded: unset it, or run `troupe pull " + st.repo + "` where the Hub can be reached"
 	if cause != nil {
 		why = cause.Error()
@@ -214,15 +222,30 @@ func (c *Client) fromCache(st store, revision string, cause error) (Snapshot, er
 	if _, err := os.Stat(dir); err != nil {
 		return Snapshot{}, fmt.Errorf("hub: %s@%s (commit %s) is not in the cache %s; %s: %w", st.repo, revision, commit, c.cfg.Cache, why, ErrNotCached)
 	}
-	missing, err := missingFromSnapshot(dir)
-	if err != nil {
-		return Snapshot{}, err
+	snap := Snapshot{Repo: st.repo, Revision: revision, Commit: commit, Dir: dir, Model: dir, FromCache: true}
+	var missing []string
+	if quant == "" {
+		var err error
+		if missing, err = missingFromSnapshot(dir); err != nil {
+			return Snapshot{}, err
+		}
+	}
+	if quant != "" || len(missing) > 0 && !isFile(filepath.Join(dir, "config.json")) {
+		// a GGUF model: the one asked for, or the only (or default) one cached
+		set, err := cachedGGUF(st.repo, dir, quant)
+		if err == nil {
+			snap.Model = filepath.Join(dir, filepath.FromSlash(set.files[0]))
+			return snap, nil
+		}
+		if quant != "" {
+			return Snapshot{}, fmt.Errorf("hub: %s@%s (commit %s) in the cache %s: %v; %s: %w", st.repo, revision, commit, c.cfg.Cache, err, why, ErrNotCached)
+		}
 	}
 	if len(missing) > 0 {
 		return Snapshot{}, fmt.Errorf("hub: %s@%s (commit %s) is not complete in the cache %s: missing %s; %s: %w",
 			st.repo, revision, commit, c.cfg.Cache, listSome(missing), why, ErrNotCached)
 	}
-	return Snapshot{Repo: st.repo, Revision: revision, Commit: commit, Dir: dir, FromCache: true}, nil
+	return snap, nil
 }
 
 // info is a revision's commit and file list.

@@ -94,6 +94,11 @@ func TestRepoIDs(t *testing.T) {
 		{"org/-name", false, false},
 		{"org/", false, false},
 		{"", false, false},
+		{"bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M", false, true}, // a GGUF model of a repository
+		{"org/name:UD-Q4_K_XL", false, true},
+		{"org/name:", false, false},
+		{"org/name:Q4/../x", false, false},
+		{"./dir:Q4_K_M", false, false},
 	} {
 		if got := IsRepoID(tc.s); got != tc.id {
 			t.Errorf("IsRepoID(%q) = %v", tc.s, got)

@@ -29,5 +29,8 @@
 //
 // Unlike snapshot_download it fetches only the files troupe reads (see
 // selectFiles), and it checks that a cached snapshot actually holds them
-// before it answers offline.
+// before it answers offline. From a repository of GGUF files it fetches one
+// model, as llama.cpp's -hf and Ollama's hf.co/ names do: org/name:QUANT
+// picks the quantization (gguf.go), Q4_K_M by default, and
+// Snapshot.Model is the file to serve.
 package hub

@@ -33,7 +33,7 @@ var (
 	// announced.
 	ErrChecksum = errors.New("checksum mismatch")
 	// ErrUnsupported: the repository holds no weights troupe can serve yet
-	// (GGUF only, or PyTorch .bin only).
+	// (PyTorch .bin only, or no GGUF model of the quantization asked for).
 	ErrUnsupported = errors.New("unsupported repository")
 	// ErrNotHub: the server answered, but not as the Hub does (no commit or
 	// ETag header): usually a proxy, a captive portal or a wrong HF_ENDPOINT.

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -30,21 +31,31 @@ var optional = []string{
 }
 
 // plan is what one revision of a repository needs fetched: files first (in
-// order), then, when index is set, the shards that index names.
+// order), then, when index is set, the shards that index names. model is
+// the file to serve when it is not the snapshot folder (a GGUF model).
 type plan struct {
 	files []string
 	index string
+	model string
 }
 
 // selectFiles chooses, from a revision's file list, the files troupe reads:
-// config, tokenizer and chat-template files and the safetensors weights. It
-// fails, naming what is missing, when the repository cannot be served.
-func selectFiles(repo string, names []string) (plan, error) {
+// config, tokenizer and chat-template files and the safetensors weights,
+// or, for quant or a repository of GGUF files only, one GGUF model
+// (selectGGUF). It fails, naming what is missing, when the repository
+// cannot be served.
+func selectFiles(repo string, names []string, quant string) (plan, error) {
+	if quant != "" {
+		return ggufPlan(repo, names, quant)
+	}
 	have := map[string]bool{}
 	for _, n := range names {
 		have[n] = true
 	}
 	weights, index, err := selectWeights(repo, names, have)
+	if errors.Is(err, errGGUFOnly) {
+		return ggufPlan(repo, names, "")
+	}
 	if err != nil {
 		return plan{}, err
 	}
@@ -75,10 +86,22 @@ func selectFiles(repo string, names []string) (plan, error) {
 	return p, nil
 }
 
+// ggufPlan fetches one GGUF model, every part of a split set.
+func ggufPlan(repo string, names []string, quant string) (plan, error) {
+	set, err := selectGGUF(repo, names, quant)
+	if err != nil {
+		return plan{}, err
+	}
+	return plan{files: set.files, model: set.files[0]}, nil
+}
+
+// errGGUFOnly is selectWeights' answer for a repository of GGUF files.
+var errGGUFOnly = errors.New("GGUF files only")
+
 // selectWeights picks the weights: the shard index (whose shards are known
-// only once it is read), else the single safetensors file. A repository
-// with GGUF files only is refused here; serving one GGUF quant would be one
-// more case, choosing the file by a quant name.
+// only once it is read), else the single safetensors file. For a
+// repository with GGUF files only it returns errGGUFOnly (selectFiles then
+// takes one GGUF model).
 func selectWeights(repo string, names []string, have map[string]bool) (files []string, index string, err error) {
 	switch {
 	case have[shardIndex]:
@@ -97,8 +120,7 @@ func selectWeights(repo string, names []string, have map[string]bool) (files []s
 	}
 	switch {
 	case len(gguf) > 0:
-		return nil, "", fmt.Errorf("hub: %s holds GGUF files (%s) and no safetensors weights: troupe does not serve GGUF yet; choose a repository with model.safetensors: %w",
-			repo, listSome(gguf), ErrUnsupported)
+		return nil, "", errGGUFOnly
 	case len(torch) > 0:
 		return nil, "", fmt.Errorf("hub: %s has PyTorch weights (%s) but no model.safetensors: troupe reads safetensors only: %w", repo, listSome(torch), ErrUnsupported)
 	}

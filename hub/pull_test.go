@@ -406,7 +406,6 @@ func TestPullErrors(t *testing.T) {
 	f := newFixture(t)
 	f.srv.AddRepo("acme/gated", modelFiles(), hubtest.Gated("hf_good"))
 	f.srv.AddRepo("acme/private", modelFiles(), hubtest.Private("hf_good"))
-	f.srv.AddRepo("acme/gguf", map[string][]byte{"README.md": []byte("q"), "tiny-Q4_K_M.gguf": weights(3, 100), "tiny-Q8_0.gguf": weights(4, 100)})
 	f.srv.AddRepo("acme/torch", map[string][]byte{"config.json": []byte("{}"), "tokenizer.json": []byte("{}"), "pytorch_model.bin": weights(5, 100)})
 	noTok := modelFiles()
 	delete(noTok, "tokenizer.json")
@@ -421,7 +420,6 @@ func TestPullErrors(t *testing.T) {
 		{"missing or private, no token", "acme/absent", "", "", ErrRepoNotFound, []string{"not found", "HF_TOKEN", "HTTP 401"}},
 		{"private, token without access", "acme/private", "", "hf_other", ErrRepoNotFound, []string{"not found", "HTTP 404"}},
 		{"missing revision", "acme/private", "v9", "hf_good", ErrRevisionNotFound, []string{`no revision "v9"`}},
-		{"GGUF only", "acme/gguf", "", "", ErrUnsupported, []string{"GGUF", "tiny-Q4_K_M.gguf", "not serve GGUF yet"}},
 		{"PyTorch only", "acme/torch", "", "", ErrUnsupported, []string{"pytorch_model.bin", "safetensors"}},
 		{"no tokenizer.json", "acme/notok", "", "", ErrUnsupported, []string{"no tokenizer.json"}},
 	} {
@@ -437,7 +435,7 @@ func TestPullErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := os.Stat(filepath.Join(f.cache, "models--acme--gguf")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(f.cache, "models--acme--torch")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a repository troupe cannot serve left a cache folder: %v", err)
 	}
 	for _, repo := range []string{"acme/gated", "acme/private"} {
@@ -585,4 +583,88 @@ func sumOthers(files map[string][]byte) int {
 		}
 	}
 	return n
+}
+
+// TestPullGGUF: a repository of GGUF files gives one model, chosen by the
+// reference's quantization (org/name:QUANT, any case), Q4_K_M or the only
+// one by default: a file, or every part of a split set (in a folder of its
+// own or not), never a vision projector, a split set with a part missing or
+// another quantization. Snapshot.Model is the (first) file to serve; the
+// same reference is then served from the cache offline. A repository with
+// safetensors weights is served as a Transformers model unless a
+// quantization is named.
+func TestPullGGUF(t *testing.T) {
+	f := newFixture(t)
+	f.srv.AddRepo("acme/tiny-GGUF", map[string][]byte{
+		"README.md":                           []byte("q"),
+		"tiny-Q4_K_M.gguf":                    weights(3, 100),
+		"tiny-Q8_0.gguf":                      weights(4, 100),
+		"mmproj-tiny-F16.gguf":                weights(5, 100),
+		"Q6_K/tiny-Q6_K-00001-of-00002.gguf":  weights(6, 100),
+		"Q6_K/tiny-Q6_K-00002-of-00002.gguf":  weights(7, 100),
+		"tiny-UD-Q2_K_XL-00001-of-00002.gguf": weights(8, 100), // part 2 missing
+		"tiny.IQ4_XS.gguf":                    weights(9, 100),
+	})
+	f.srv.AddRepo("acme/two-GGUF", map[string][]byte{"a-Q5_K_M.gguf": weights(10, 100), "a-Q8_0.gguf": weights(11, 100)})
+	f.srv.AddRepo("acme/one-GGUF", map[string][]byte{"a-Q5_K_M.gguf": weights(12, 100), "mmproj-F16.gguf": weights(13, 100)})
+	both := modelFiles()
+	both["tiny-Q8_0.gguf"] = weights(14, 100)
+	f.srv.AddRepo("acme/both", both)
+	for _, tc := range []struct {
+		ref   string
+		files []string // fetched, the first one served
+	}{
+		{"acme/tiny-GGUF", []string{"tiny-Q4_K_M.gguf"}},
+		{"acme/tiny-GGUF:q8_0", []string{"tiny-Q8_0.gguf"}},
+		{"acme/tiny-GGUF:Q6_K", []string{"Q6_K/tiny-Q6_K-00001-of-00002.gguf", "Q6_K/tiny-Q6_K-00002-of-00002.gguf"}},
+		{"acme/tiny-GGUF:IQ4_XS", []string{"tiny.IQ4_XS.gguf"}},
+		{"acme/one-GGUF", []string{"a-Q5_K_M.gguf"}},
+		{"acme/both:Q8_0", []string{"tiny-Q8_0.gguf"}},
+	} {
+		t.Run(tc.ref, func(t *testing.T) {
+			snap, err := f.client(t).Pull(context.Background(), tc.ref, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(snap.Files, tc.files) {
+				t.Errorf("fetched %v, want %v", snap.Files, tc.files)
+			}
+			if want := filepath.Join(snap.Dir, filepath.FromSlash(tc.files[0])); snap.Model != want {
+				t.Errorf("Model = %s, want %s", snap.Model, want)
+			}
+			off, err := f.client(t, "HF_HUB_OFFLINE", "1").Pull(context.Background(), tc.ref, "")
+			if err != nil || off.Model != snap.Model || !off.FromCache {
+				t.Errorf("offline: %+v, %v", off, err)
+			}
+		})
+	}
+	snap, err := f.client(t).Pull(context.Background(), "acme/both", "")
+	if err != nil || snap.Model != snap.Dir || slices.Contains(snap.Files, "tiny-Q8_0.gguf") {
+		t.Errorf("acme/both without a quantization: %+v, %v", snap, err)
+	}
+	for _, tc := range []struct {
+		ref  string
+		is   error
+		want []string
+	}{
+		{"acme/tiny-GGUF:Q5_K_M", ErrUnsupported, []string{"no GGUF model in quantization Q5_K_M", "Q4_K_M", "Q8_0", "Q6_K"}},
+		{"acme/tiny-GGUF:Q2_K_XL", ErrUnsupported, []string{"quantization Q2_K_XL"}},
+		{"acme/two-GGUF", ErrUnsupported, []string{"none is Q4_K_M", "acme/two-GGUF:QUANT", "Q5_K_M", "Q8_0"}},
+		{"acme/tiny-GGUF:../x", nil, []string{"not a repository id"}},
+	} {
+		t.Run(tc.ref, func(t *testing.T) {
+			_, err := f.client(t).Pull(context.Background(), tc.ref, "")
+			if err == nil || tc.is != nil && !errors.Is(err, tc.is) {
+				t.Fatalf("%v, want %v", err, tc.is)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%v\ndoes not mention %q", err, w)
+				}
+			}
+		})
+	}
+	if _, err := f.client(t, "HF_HUB_OFFLINE", "1").Pull(context.Background(), "acme/tiny-GGUF:Q5_K_M", ""); !errors.Is(err, ErrNotCached) {
+		t.Errorf("offline, a quantization never fetched: %v", err)
+	}
 }

@@ -42,10 +42,12 @@ func IsRepoID(s string) bool {
 }
 
 // LooksLikeRepoID reports whether a command-line model argument names a Hub
-// repository rather than a local path: "org/name", with no leading "./",
-// "/" or "~". A bare "name" is taken for a local folder.
+// repository rather than a local path: "org/name" or "org/name:QUANT" (a
+// GGUF model, ParseModelRef), with no leading "./", "/" or "~". A bare
+// "name" is taken for a local folder.
 func LooksLikeRepoID(s string) bool {
-	return strings.Count(s, "/") == 1 && IsRepoID(s)
+	repo, _, ok := ParseModelRef(s)
+	return ok && strings.Count(repo, "/") == 1
 }
 
 // IsCommit reports whether a revision is a full commit hash.

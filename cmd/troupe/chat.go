@@ -150,7 +150,7 @@ func startLocal(ctx context.Context, opts troupe.Options, stderr io.Writer, intr
 		if opts.ServedName == "" {
 			opts.ServedName = opts.Model
 		}
-		opts.Model = snap.Dir
+		opts.Model = snap.Model
 	}
 	if err := checkModelDir(opts.Model); err != nil {
 		return nil, nil, err

@@ -14,8 +14,9 @@ import (
 
 // TestGenerateGGUF: generate takes a GGUF file for --model and continues
 // the fixtures' prompt with llama.cpp's greedy ids (the F16 llama file,
-// whose 16 steps are all decided by a clear margin); --prompt, which needs
-// a tokenizer, says that GGUF tokenizers are not read yet.
+// whose 16 steps are all decided by a clear margin), from --prompt-ids and
+// from --prompt through the file's tokenizer; the same file pulled from a
+// Hub repository of GGUF files (org/name:QUANT) does too.
 func TestGenerateGGUF(t *testing.T) {
 	manPath := fixtures.Path(t, "gguf", "manifest.json")
 	data, err := os.ReadFile(manPath)
@@ -72,5 +73,41 @@ func TestGenerateGGUF(t *testing.T) {
 	}
 	if !slices.Equal(got.IDs, fx.GreedyIDs[:n]) {
 		t.Errorf("--prompt: greedy ids\n got %v\nwant %v (llama.cpp)", got.IDs, fx.GreedyIDs[:n])
+	}
+
+	// The same file from a Hub repository of GGUF files (a fake Hub):
+	// pull org/name:F16 fetches that quantization alone and prints the
+	// file, which generates as above; Q4_K_M, the default, is not there.
+	srv, _, cache := fakeHub(t)
+	f16, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.AddRepo("troupe-test/tiny-GGUF", map[string][]byte{"tiny-F16.gguf": f16, "tiny-Q8_0.gguf": []byte("GGUF not fetched"), "README.md": []byte("#")})
+	out, err = runCLI(t, "pull", "troupe-test/tiny-GGUF:f16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pulled := strings.TrimSpace(out)
+	if filepath.Base(pulled) != "tiny-F16.gguf" || !strings.HasPrefix(pulled, filepath.Join(cache, "models--troupe-test--tiny-GGUF")) {
+		t.Fatalf("pull printed %q", pulled)
+	}
+	if others, _ := filepath.Glob(filepath.Join(filepath.Dir(pulled), "*Q8_0*")); len(others) > 0 {
+		t.Errorf("another quantization was fetched: %v", others)
+	}
+	out, err = runCLI(t, "generate", "--model", pulled, "--prompt-ids", strings.Join(ids, ","), "--max-tokens", strconv.Itoa(n),
+		"--ignore-eos", "--json", "--threads", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.IDs = nil
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	if !slices.Equal(got.IDs, fx.GreedyIDs[:n]) {
+		t.Errorf("pulled from the Hub: greedy ids\n got %v\nwant %v (llama.cpp)", got.IDs, fx.GreedyIDs[:n])
+	}
+	if _, err := runCLI(t, "pull", "troupe-test/tiny-GGUF"); err == nil || !strings.Contains(err.Error(), "Q4_K_M") {
+		t.Errorf("pull without a quantization, no Q4_K_M in the repository: %v", err)
 	}
 }

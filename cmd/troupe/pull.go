@@ -17,10 +17,12 @@ func cmdPull(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(stderr)
 	revision := fs.String("revision", hub.DefaultRevision, "branch, tag or commit to fetch")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: troupe pull org/name [--revision R]\n\n"+
+		fmt.Fprint(stderr, "usage: troupe pull org/name[:QUANT] [--revision R]\n\n"+
 			"Downloads the files troupe serves from a Hugging Face Hub model into the\n"+
 			"Hugging Face cache (HF_HUB_CACHE, default ~/.cache/huggingface/hub) and\n"+
-			"prints the snapshot folder. Set HF_TOKEN for gated or private models.\n\nflags:\n")
+			"prints what to serve: the snapshot folder, or for a repository of GGUF\n"+
+			"files the GGUF model of quantization QUANT (default Q4_K_M, or the only\n"+
+			"one). Set HF_TOKEN for gated or private models.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	positional, err := parseInterleaved(fs, args)
@@ -31,15 +33,15 @@ func cmdPull(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fs.Usage()
 		return errors.New("pull: give one repository id (org/name)")
 	}
-	if !hub.IsRepoID(positional[0]) {
-		return fmt.Errorf("pull: %q is not a Hub repository id (org/name)", positional[0])
+	if _, _, ok := hub.ParseModelRef(positional[0]); !ok {
+		return fmt.Errorf("pull: %q is not a Hub repository id (org/name, or org/name:QUANT for a GGUF model)", positional[0])
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	snap, err := pullModel(ctx, positional[0], *revision, stderr, log)
 	if err != nil {
 		return fmt.Errorf("pull: %w", err)
 	}
-	fmt.Fprintln(stdout, snap.Dir)
+	fmt.Fprintln(stdout, snap.Model)
 	return nil
 }
 

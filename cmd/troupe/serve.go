@@ -236,11 +236,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return fmt.Errorf("serve: %s is not a local folder; from the Hub: %w", hubRepo, err)
 		}
-		if err := checkModelDir(snap.Dir); err != nil {
+		if err := checkModelDir(snap.Model); err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
-		if *dir = snap.Dir; *name == "" {
-			*name = hubRepo // as vLLM names a Hub model
+		if *dir = snap.Model; *name == "" {
+			*name = hubRepo // as vLLM names a Hub model (with its :QUANT for a GGUF one, as Ollama does)
 		}
 	}
 	opts := troupe.Options{
@@ -340,7 +340,8 @@ func serveUsage(fs *flag.FlagSet) {
 	fmt.Fprint(w, "usage: troupe serve [DIR | org/name] [flags]   (flags may also follow the model)\n\n"+
 		"Serves DIR (a Hugging Face model folder), a Hugging Face Hub model org/name\n"+
 		"(fetched into the Hugging Face cache; HF_TOKEN, HF_HOME, HF_HUB_CACHE,\n"+
-		"HF_HUB_OFFLINE and HF_ENDPOINT apply), or the built-in demo model.\n"+
+		"HF_HUB_OFFLINE and HF_ENDPOINT apply; org/name:QUANT takes one GGUF model\n"+
+		"of a repository of GGUF files, Q4_K_M by default), or the built-in demo model.\n"+
 		"Every flag can also be set as TROUPE_<FLAG>, dashes as underscores\n"+
 		"(TROUPE_KV_BUDGET=2GiB, TROUPE_API_KEY=...); the command line wins.\n"+
 		"--host 0.0.0.0 listens on every interface (default: this machine only).\n"+
