@@ -47,33 +47,28 @@ func TestGenerateGGUF(t *testing.T) {
 	}
 	path := filepath.Join(filepath.Dir(manPath), file)
 	n := fx.GreedyStepsChecked
-	out, err := runCLI(t, "generate", "--model", path, "--prompt-ids", strings.Join(ids, ","), "--max-tokens", strconv.Itoa(n),
-		"--ignore-eos", "--json", "--threads", "1")
-	if err != nil {
-		t.Fatal(err)
+	// greedy generates n tokens from model with the prompt args and checks
+	// them against llama.cpp's.
+	greedy := func(what, model string, prompt ...string) {
+		t.Helper()
+		args := append([]string{"generate", "--model", model}, prompt...)
+		out, err := runCLI(t, append(args, "--max-tokens", strconv.Itoa(n), "--ignore-eos", "--json", "--threads", "1")...)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		var got struct{ IDs []int32 }
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("%s: %v in %s", what, err, out)
+		}
+		if !slices.Equal(got.IDs, fx.GreedyIDs[:n]) {
+			t.Errorf("%s: greedy ids\n got %v\nwant %v (llama.cpp)", what, got.IDs, fx.GreedyIDs[:n])
+		}
 	}
-	var got struct{ IDs []int32 }
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
-		t.Fatalf("%v in %s", err, out)
-	}
-	if !slices.Equal(got.IDs, fx.GreedyIDs[:n]) {
-		t.Errorf("greedy ids\n got %v\nwant %v (llama.cpp)", got.IDs, fx.GreedyIDs[:n])
-	}
+	promptIDs := []string{"--prompt-ids", strings.Join(ids, ",")}
+	greedy("--prompt-ids", path, promptIDs...)
 	// The prompt as text, through the file's own tokenizer, gives the same
 	// ids (llama-tokenize's) and so the same continuation.
-	const text = "One day, a little boy named Tom went to the park with his mom. He"
-	out, err = runCLI(t, "generate", "--model", path, "--prompt", text, "--max-tokens", strconv.Itoa(n),
-		"--ignore-eos", "--json", "--threads", "1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got.IDs = nil
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
-		t.Fatalf("%v in %s", err, out)
-	}
-	if !slices.Equal(got.IDs, fx.GreedyIDs[:n]) {
-		t.Errorf("--prompt: greedy ids\n got %v\nwant %v (llama.cpp)", got.IDs, fx.GreedyIDs[:n])
-	}
+	greedy("--prompt", path, "--prompt", "One day, a little boy named Tom went to the park with his mom. He")
 
 	// The same file from a Hub repository of GGUF files (a fake Hub):
 	// pull org/name:F16 fetches that quantization alone and prints the
@@ -84,7 +79,7 @@ func TestGenerateGGUF(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.AddRepo("troupe-test/tiny-GGUF", map[string][]byte{"tiny-F16.gguf": f16, "tiny-Q8_0.gguf": []byte("GGUF not fetched"), "README.md": []byte("#")})
-	out, err = runCLI(t, "pull", "troupe-test/tiny-GGUF:f16")
+	out, err := runCLI(t, "pull", "troupe-test/tiny-GGUF:f16")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,18 +90,7 @@ func TestGenerateGGUF(t *testing.T) {
 	if others, _ := filepath.Glob(filepath.Join(filepath.Dir(pulled), "*Q8_0*")); len(others) > 0 {
 		t.Errorf("another quantization was fetched: %v", others)
 	}
-	out, err = runCLI(t, "generate", "--model", pulled, "--prompt-ids", strings.Join(ids, ","), "--max-tokens", strconv.Itoa(n),
-		"--ignore-eos", "--json", "--threads", "1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got.IDs = nil
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
-		t.Fatalf("%v in %s", err, out)
-	}
-	if !slices.Equal(got.IDs, fx.GreedyIDs[:n]) {
-		t.Errorf("pulled from the Hub: greedy ids\n got %v\nwant %v (llama.cpp)", got.IDs, fx.GreedyIDs[:n])
-	}
+	greedy("pulled from the Hub", pulled, promptIDs...)
 	if _, err := runCLI(t, "pull", "troupe-test/tiny-GGUF"); err == nil || !strings.Contains(err.Error(), "Q4_K_M") {
 		t.Errorf("pull without a quantization, no Q4_K_M in the repository: %v", err)
 	}
