@@ -55,18 +55,18 @@ type ggufArch struct {
 func ggufArchFor(arch string) (ggufArch, bool) {
 	switch arch {
 	case "llama":
-		return ggufArch{modelType: "llama", hfArch: "LlamaForCausalLM", permuteQK: true, block: llamaBlockName, config: llamaGGUFConfig}, true
+		return ggufArch{modelType: "llama", hfArch: "LlamaForCausalLM", permuteQK: true, block: blockNames("llama"), config: llamaGGUFConfig}, true
 	case "qwen2":
-		return ggufArch{modelType: "qwen2", hfArch: "Qwen2ForCausalLM", block: llamaBlockName}, true
+		return ggufArch{modelType: "qwen2", hfArch: "Qwen2ForCausalLM", block: blockNames("qwen2")}, true
 	case "qwen3":
-		return ggufArch{modelType: "qwen3", hfArch: "Qwen3ForCausalLM", block: llamaBlockName, config: biasGGUFConfig}, true
+		return ggufArch{modelType: "qwen3", hfArch: "Qwen3ForCausalLM", block: blockNames("qwen3"), config: biasGGUFConfig}, true
 	case "phi3":
-		return ggufArch{modelType: "phi3", hfArch: "Phi3ForCausalLM", block: phi3BlockName, config: phi3GGUFConfig,
+		return ggufArch{modelType: "phi3", hfArch: "Phi3ForCausalLM", block: blockNames("phi3"), config: phi3GGUFConfig,
 			configTensors: []string{"rope_factors_long.weight", "rope_factors_short.weight"}}, true
 	case "gemma2":
-		return ggufArch{modelType: "gemma2", hfArch: "Gemma2ForCausalLM", normShift: 1, block: gemmaBlockName, config: gemma2GGUFConfig}, true
+		return ggufArch{modelType: "gemma2", hfArch: "Gemma2ForCausalLM", normShift: 1, block: blockNames("gemma2"), config: gemma2GGUFConfig}, true
 	case "gemma3":
-		return ggufArch{modelType: "gemma3_text", hfArch: "Gemma3ForCausalLM", normShift: 1, block: gemmaBlockName, config: gemma3GGUFConfig}, true
+		return ggufArch{modelType: "gemma3_text", hfArch: "Gemma3ForCausalLM", normShift: 1, block: blockNames("gemma3"), config: gemma3GGUFConfig}, true
 	}
 	return ggufArch{}, false
 }
@@ -74,36 +74,11 @@ func ggufArchFor(arch string) (ggufArch, bool) {
 // ggufArchs lists the architectures ggufArchFor knows, for messages.
 const ggufArchs = "llama, qwen2, qwen3, phi3, gemma2, gemma3"
 
-// llamaBlockName maps the per-layer tensors of the Llama-shaped families
-// (gguf.BlockTensorName).
-func llamaBlockName(s string) (string, bool) { return gguf.BlockTensorName(s, true) }
-
-// phi3BlockName: Phi-3 keeps q, k, v in one matrix (attn_qkv) and gate and
-// up in one (stored as ffn_up, twice feed_forward_length rows).
-func phi3BlockName(s string) (string, bool) {
-	switch s {
-	case "attn_qkv":
-		return "self_attn.qkv_proj", true
-	case "ffn_up":
-		return "mlp.gate_up_proj", true
-	case "attn_norm", "attn_output", "ffn_norm", "ffn_down":
-		return llamaBlockName(s)
-	}
-	return "", false
-}
-
-// gemmaBlockName: Gemma 2/3 have norms after attention and around the MLP;
-// GGUF calls the one before the MLP ffn_norm.
-func gemmaBlockName(s string) (string, bool) {
-	switch s {
-	case "post_attention_norm":
-		return "post_attention_layernorm", true
-	case "ffn_norm":
-		return "pre_feedforward_layernorm", true
-	case "post_ffw_norm":
-		return "post_feedforward_layernorm", true
-	}
-	return llamaBlockName(s)
+// blockNames maps the per-layer tensors of a general.architecture to
+// their Hugging Face names (gguf.ArchBlockTensorName: the table the
+// converter in package convert writes by).
+func blockNames(arch string) func(string) (string, bool) {
+	return func(s string) (string, bool) { return gguf.ArchBlockTensorName(arch, s, true) }
 }
 
 // biasGGUFConfig sets attention_bias and mlp_bias from the tensors present
