@@ -130,14 +130,19 @@ func gemma2GGUFConfig(g *ggufKeys, c *Config) {
 }
 
 // gemma3GGUFConfig: sliding window and its pattern, the query scale and
-// the local layers' rope base, which llama.cpp fixes at 10000.
+// the local layers' rope base (rope.freq_base_swa, 10000 when absent, as
+// llama.cpp reads it). As in llama.cpp, a file without a sliding window
+// (or a window of 0) has no local layers: every layer attends globally
+// with the global rope base.
 func gemma3GGUFConfig(g *ggufKeys, c *Config) {
 	if g.has("final_logit_softcapping") {
 		c.raw["final_logit_softcapping"] = g.float("final_logit_softcapping", 0)
 	}
-	c.raw["rope_local_base_freq"] = 10000.0
+	c.raw["rope_local_base_freq"] = g.float("rope.freq_base_swa", 10000)
 	c.raw["sliding_window_pattern"] = 6.0
-	if k := g.arch + ".attention.sliding_window_pattern"; g.f.Has(k) {
+	if !g.has("attention.sliding_window") || g.int("attention.sliding_window") == 0 {
+		c.raw["sliding_window_pattern"] = 1.0
+	} else if k := g.arch + ".attention.sliding_window_pattern"; g.f.Has(k) {
 		v, _ := g.f.Value(k)
 		if n, ok := v.Int(); ok {
 			c.raw["sliding_window_pattern"] = float64(n)
