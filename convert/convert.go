@@ -326,9 +326,9 @@ func gemma2Keys(c *model.Config, h hparams, k func(string) string) ([]gguf.KV, e
 
 // gemma3Keys: the final soft-capping value when set, the local layers'
 // rope base (rope.freq_base_swa) and the sliding window, unless every
-// layer is global (sliding_window_pattern 1), and a check of the query
-// scale and of the layer pattern llama.cpp assumes (every 6th layer
-// global).
+// layer is global (sliding_window_pattern 1), the pattern when it is not
+// the 6 llama.cpp assumes, and a check of the query scale and that
+// layer_types, when given, follow the pattern.
 func gemma3Keys(c *model.Config, h hparams, k func(string) string) ([]gguf.KV, error) {
 	var out []gguf.KV
 	var errs []error
@@ -349,8 +349,8 @@ func gemma3Keys(c *model.Config, h hparams, k func(string) string) ([]gguf.KV, e
 	if final != 0 {
 		out = append(out, gguf.KV{Key: k("final_logit_softcapping"), Value: gguf.Float32Value(float32(final))})
 	}
-	if pattern != 1 && pattern != 6 {
-		return nil, fmt.Errorf("sliding_window_pattern %d: llama.cpp's gemma3 makes every 6th layer global", pattern)
+	if pattern <= 0 {
+		return nil, fmt.Errorf("sliding_window_pattern %d must be positive", pattern)
 	}
 	if types, ok := c.Raw("layer_types").([]any); ok {
 		for i, t := range types {
@@ -359,7 +359,7 @@ func gemma3Keys(c *model.Config, h hparams, k func(string) string) ([]gguf.KV, e
 				want = "full_attention"
 			}
 			if t != want {
-				return nil, fmt.Errorf("layer_types[%d] is %v: llama.cpp's gemma3 makes every %dth layer global", i, t, pattern)
+				return nil, fmt.Errorf("layer_types[%d] is %v: GGUF says only that every %dth layer is global", i, t, pattern)
 			}
 		}
 	}
@@ -368,6 +368,11 @@ func gemma3Keys(c *model.Config, h hparams, k func(string) string) ([]gguf.KV, e
 	}
 	if pattern != 1 {
 		out = append(out, gguf.KV{Key: k("attention.sliding_window"), Value: gguf.Uint32Value(uint32(window))})
+	}
+	if pattern != 1 && pattern != 6 {
+		// convert_hf_to_gguf.py writes no pattern (llama.cpp assumes 6);
+		// llama.cpp reads this key as an integer when it is there.
+		out = append(out, gguf.KV{Key: k("attention.sliding_window_pattern"), Value: gguf.Uint32Value(uint32(pattern))})
 	}
 	if err := gemmaQueryScale(c, h, 62); err != nil {
 		return nil, err

@@ -236,12 +236,17 @@ func unpermute(x []float32, rows, cols, heads int) []float32 {
 // and a q8_0 file within its quantization error.
 func TestWriteLoadsBack(t *testing.T) {
 	prompt := []int32{1, 17, 200, 33, 5, 480, 2, 99}
-	for _, arch := range []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text"} {
-		t.Run(arch, func(t *testing.T) {
-			// The shapes of TestLlamaCppParity: what only a key of the
-			// file carries (partial rotary, soft-capping, the local rope
-			// base) is read back.
-			dir := tinyCheckpointWith(t, arch, llamaCppShapes[arch])
+	cases := []struct {
+		name, arch string
+		set        map[string]any
+	}{{"llama", "llama", nil}, {"qwen2", "qwen2", nil}, {"qwen3", "qwen3", nil}}
+	// The checkpoints of TestLlamaCppParity: what only a key of the file
+	// carries (partial rotary, soft-capping, the local rope base, the
+	// layer pattern) is read back.
+	cases = append(cases, llamaCppCases...)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := tinyCheckpointWith(t, c.arch, c.set)
 			want := logitsOf(t, dir, prompt)
 			for _, tc := range []struct {
 				ft  quant.FileType

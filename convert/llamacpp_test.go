@@ -207,6 +207,20 @@ var llamaCppShapes = map[string]map[string]any{
 	"gemma3_text": {"num_hidden_layers": 6, "rope_theta": 1e6, "rope_local_base_freq": 100.0},
 }
 
+// llamaCppCases are the checkpoints TestLlamaCppParity runs: the shapes,
+// and gemma3 with every other layer global (a pattern the file has to
+// say) and with no local layers at all (no sliding window in the file).
+var llamaCppCases = []struct {
+	name, arch string
+	set        map[string]any
+}{
+	{"phi3", "phi3", llamaCppShapes["phi3"]},
+	{"gemma2", "gemma2", llamaCppShapes["gemma2"]},
+	{"gemma3", "gemma3_text", llamaCppShapes["gemma3_text"]},
+	{"gemma3-pattern2", "gemma3_text", map[string]any{"sliding_window_pattern": 2, "rope_theta": 1e6, "rope_local_base_freq": 100.0}},
+	{"gemma3-global", "gemma3_text", map[string]any{"sliding_window_pattern": 1, "rope_theta": 1e6, "rope_local_base_freq": 100.0}},
+}
+
 // TestLlamaCppParity: llama.cpp's llama-server runs the GGUF files Write
 // makes of tiny random phi3, gemma2 and gemma3 checkpoints and generates
 // greedily what troupe computes from the same file and from the checkpoint
@@ -225,9 +239,9 @@ func TestLlamaCppParity(t *testing.T) {
 	}
 	prompts := [][]int32{short, long}
 	const n = 16
-	for _, arch := range []string{"phi3", "gemma2", "gemma3_text"} {
-		t.Run(arch, func(t *testing.T) {
-			dir := tinyCheckpointWith(t, arch, llamaCppShapes[arch])
+	for _, c := range llamaCppCases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := tinyCheckpointWith(t, c.arch, c.set)
 			for _, tc := range []struct {
 				ft  quant.FileType
 				tol float64
