@@ -119,14 +119,48 @@ func phi3GGUFConfig(g *ggufKeys, c *Config) {
 	}
 }
 
-// gemma2GGUFConfig: soft-capping, sliding window and the query scale.
+// gemma2GGUFConfig: soft-capping, sliding window and its pattern, and the
+// query scale.
 func gemma2GGUFConfig(g *ggufKeys, c *Config) {
 	for _, k := range []string{"attn_logit_softcapping", "final_logit_softcapping"} {
 		if g.has(k) {
 			c.raw[k] = g.float(k, 0)
 		}
 	}
+	gemmaSWAPattern(g, c)
 	gemmaGGUFConfig(g, c, 46)
+}
+
+// gemmaSWAPattern reads attention.sliding_window_pattern as llama.cpp's
+// gemma2 and gemma3 read it (34af94cd, get_key_or_arr into one integer):
+// an integer n makes layer i local when i%n < n-1 (every nth layer global;
+// 0: every layer local), written here as layer_types; an array is ignored
+// there, and so here, leaving the family's default (every other layer
+// local for gemma2, five of six for gemma3).
+func gemmaSWAPattern(g *ggufKeys, c *Config) {
+	v, ok := g.f.Value(g.arch + ".attention.sliding_window_pattern")
+	if !ok {
+		return
+	}
+	n, ok := v.Int()
+	if !ok {
+		if v.Type() != gguf.TypeArray {
+			g.fail(fmt.Errorf("%s.attention.sliding_window_pattern is %v, want an integer", g.arch, v.Type()))
+		}
+		return
+	}
+	if n < 0 {
+		g.fail(fmt.Errorf("%s.attention.sliding_window_pattern %d is negative", g.arch, n))
+		return
+	}
+	types := make([]any, g.int("block_count"))
+	for i := range types {
+		types[i] = "full_attention"
+		if n == 0 || int64(i)%n < n-1 {
+			types[i] = "sliding_attention"
+		}
+	}
+	c.raw["layer_types"] = types
 }
 
 // gemma3GGUFConfig: sliding window and its pattern, the query scale and
@@ -142,22 +176,8 @@ func gemma3GGUFConfig(g *ggufKeys, c *Config) {
 	c.raw["sliding_window_pattern"] = 6.0
 	if !g.has("attention.sliding_window") || g.int("attention.sliding_window") == 0 {
 		c.raw["sliding_window_pattern"] = 1.0
-	} else if k := g.arch + ".attention.sliding_window_pattern"; g.f.Has(k) {
-		v, _ := g.f.Value(k)
-		if n, ok := v.Int(); ok {
-			c.raw["sliding_window_pattern"] = float64(n)
-		} else if swa, ok := v.Any().([]bool); ok {
-			types := make([]any, len(swa))
-			for i, local := range swa {
-				types[i] = "full_attention"
-				if local {
-					types[i] = "sliding_attention"
-				}
-			}
-			c.raw["layer_types"] = types
-		} else {
-			g.fail(fmt.Errorf("%s: want an integer or an array of booleans", k))
-		}
+	} else {
+		gemmaSWAPattern(g, c)
 	}
 	gemmaGGUFConfig(g, c, 62)
 }
