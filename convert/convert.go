@@ -18,9 +18,11 @@ package convert
 
 import (
 	"cmp"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -134,7 +136,7 @@ func Write(dir, out string, opts Options) error {
 		return fmt.Errorf("convert: %s: %w", dir, err)
 	}
 	m := quant.Model{Layers: hp.layers, GQA: hp.heads / hp.kvHeads}
-	var tensors []gguf.WriteTensor
+	tensors := hp.extraTensors()
 	for i, p := range plan {
 		t, err := st.Tensor(p.hf)
 		if err != nil {
@@ -185,8 +187,11 @@ type hparams struct {
 	layers, hidden, ffn, heads, kvHeads, headDim, vocab, ctx int
 	ropeTheta, rmsEps                                        float64
 	ropeScaling                                              float64 // linear factor, 0: none
-	tied                                                     bool
-	headDimSet                                               bool
+	// longFactors and shortFactors are phi3's longrope rescaling of the
+	// rotary frequencies (nil: none).
+	longFactors, shortFactors []float32
+	tied                      bool
+	headDimSet                bool
 }
 
 func readHParams(c *model.Config, a arch) (hparams, error) {
@@ -227,13 +232,39 @@ func readHParams(c *model.Config, a arch) (hparams, error) {
 		if typ == "" {
 			typ, _ = rs["type"].(string)
 		}
+		if (typ == "longrope" || typ == "su") && a.name == "phi3" {
+			var err1, err2 error
+			h.longFactors, err1 = floatList(rs, "long_factor")
+			h.shortFactors, err2 = floatList(rs, "short_factor")
+			if err := errors.Join(err1, err2); err != nil {
+				return h, fmt.Errorf("config.json: rope_scaling: %w", err)
+			}
+			return h, nil
+		}
 		f, _ := rs["factor"].(float64)
 		if typ != "linear" || f <= 0 {
-			return h, fmt.Errorf("config.json: rope_scaling %v is not written yet (only linear)", rs)
+			return h, fmt.Errorf("config.json: rope_scaling %v is not written yet (only linear, and phi3's longrope)", rs)
 		}
 		h.ropeScaling = f
 	}
 	return h, nil
+}
+
+// floatList reads m[key], a list of numbers.
+func floatList(m map[string]any, key string) ([]float32, error) {
+	list, ok := m[key].([]any)
+	if !ok {
+		return nil, fmt.Errorf("%s is not a list", key)
+	}
+	out := make([]float32, len(list))
+	for i, v := range list {
+		f, ok := v.(float64)
+		if !ok {
+			return nil, fmt.Errorf("%s[%d] is %v, not a number", key, i, v)
+		}
+		out[i] = float32(f)
+	}
+	return out, nil
 }
 
 // kvs are the architecture's keys, as convert_hf_to_gguf.py writes them.
@@ -286,14 +317,48 @@ func phi3Keys(c *model.Config, h hparams, k func(string) string) ([]gguf.KV, err
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	ropeDims := int(partial*float64(h.hidden)) / h.heads
 	out := []gguf.KV{
-		{Key: k("rope.dimension_count"), Value: gguf.Uint32Value(uint32(int(partial*float64(h.hidden)) / h.heads))},
+		{Key: k("rope.dimension_count"), Value: gguf.Uint32Value(uint32(ropeDims))},
 		{Key: k("attention.sliding_window"), Value: gguf.Uint32Value(uint32(window))},
 	}
 	if orig > 0 {
 		out = append(out, gguf.KV{Key: k("rope.scaling.original_context_length"), Value: gguf.Uint32Value(uint32(orig))})
 	}
+	if h.longFactors != nil {
+		// The factors themselves are tensors (extraTensors); the
+		// attention factor is longrope's, from the context extension.
+		if orig <= 0 {
+			return nil, errors.New("rope_scaling is longrope but original_max_position_embeddings is not set")
+		}
+		if len(h.longFactors) != ropeDims/2 || len(h.shortFactors) != ropeDims/2 {
+			return nil, fmt.Errorf("rope_scaling: %d long and %d short factors, want %d each", len(h.longFactors), len(h.shortFactors), ropeDims/2)
+		}
+		attn := 1.0
+		if scale := float64(h.ctx) / float64(orig); scale > 1 {
+			attn = math.Sqrt(1 + math.Log(scale)/math.Log(float64(orig)))
+		}
+		out = append(out, gguf.KV{Key: k("rope.scaling.type"), Value: gguf.StringValue("longrope")},
+			gguf.KV{Key: k("rope.scaling.attn_factor"), Value: gguf.Float32Value(float32(attn))})
+	}
 	return out, nil
+}
+
+// extraTensors are the tensors that hold hyperparameters rather than
+// weights: phi3's longrope factors, which convert_hf_to_gguf.py writes
+// first, as F32.
+func (h hparams) extraTensors() []gguf.WriteTensor {
+	if h.longFactors == nil {
+		return nil
+	}
+	f32 := func(name string, v []float32) gguf.WriteTensor {
+		data := make([]byte, 0, 4*len(v))
+		for _, x := range v {
+			data = binary.LittleEndian.AppendUint32(data, math.Float32bits(x))
+		}
+		return gguf.WriteTensor{Name: name, Dims: []int64{int64(len(v))}, Type: gguf.F32, Data: data}
+	}
+	return []gguf.WriteTensor{f32("rope_factors_long.weight", h.longFactors), f32("rope_factors_short.weight", h.shortFactors)}
 }
 
 // gemma2Keys: the soft-capping values (transformers' defaults 50 and 30

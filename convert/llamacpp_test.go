@@ -208,13 +208,17 @@ var llamaCppShapes = map[string]map[string]any{
 }
 
 // llamaCppCases are the checkpoints TestLlamaCppParity runs: the shapes,
-// and gemma3 with every other layer global (a pattern the file has to
+// phi3 with longrope scaling (llama-server's 256-token context keeps it on
+// the short factors, as troupe's short sequences do), and gemma3 with every other layer global (a pattern the file has to
 // say) and with no local layers at all (no sliding window in the file).
 var llamaCppCases = []struct {
 	name, arch string
 	set        map[string]any
 }{
 	{"phi3", "phi3", llamaCppShapes["phi3"]},
+	{"phi3-longrope", "phi3", map[string]any{"original_max_position_embeddings": 1024, "rope_scaling": map[string]any{"type": "longrope",
+		"long_factor":  []float64{1, 1.5, 2, 3, 4, 6, 8, 12},
+		"short_factor": []float64{1, 1.125, 1.25, 1.375, 1.5, 2, 2.5, 3}}}}, // exact in float32, as GGUF keeps them
 	{"gemma2", "gemma2", llamaCppShapes["gemma2"]},
 	{"gemma3", "gemma3_text", llamaCppShapes["gemma3_text"]},
 	{"gemma3-pattern2", "gemma3_text", map[string]any{"sliding_window_pattern": 2, "rope_theta": 1e6, "rope_local_base_freq": 100.0}},
