@@ -2,6 +2,7 @@ package convert
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
 	"slices"
@@ -23,11 +24,18 @@ import (
 // tokenizer.
 func tinyCheckpoint(t *testing.T, arch string) string {
 	t.Helper()
+	return tinyCheckpointWith(t, arch, nil)
+}
+
+// tinyCheckpointWith is tinyCheckpoint with config.json keys set.
+func tinyCheckpointWith(t *testing.T, arch string, set map[string]any) string {
+	t.Helper()
 	dir := t.TempDir()
 	c, err := checkpoint.Tiny(arch)
 	if err != nil {
 		t.Fatal(err)
 	}
+	maps.Copy(c, set)
 	if err := checkpoint.Write(dir, c, checkpoint.Options{Seed: 7}); err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +50,7 @@ func tinyCheckpoint(t *testing.T, arch string) string {
 // back), the architecture's keys, and a tokenizer that encodes as the
 // checkpoint's tokenizer.json does.
 func TestWriteF32(t *testing.T) {
-	for _, arch := range []string{"llama", "qwen2", "qwen3", "mistral"} {
+	for _, arch := range []string{"llama", "qwen2", "qwen3", "mistral", "phi3", "gemma2", "gemma3_text"} {
 		t.Run(arch, func(t *testing.T) {
 			dir := tinyCheckpoint(t, arch)
 			out := filepath.Join(t.TempDir(), "m.gguf")
@@ -68,9 +76,9 @@ func TestWriteF32(t *testing.T) {
 					t.Errorf("%s.%s = %d (%v), want %d", a.name, key, got, err, want)
 				}
 			}
-			if arch == "qwen3" {
-				if got, _ := f.Int("qwen3.attention.key_length"); got != 16 {
-					t.Errorf("qwen3.attention.key_length = %d, want 16", got)
+			if a.headDimKeys {
+				if got, _ := f.Int(a.name + ".attention.key_length"); got != 16 {
+					t.Errorf("%s.attention.key_length = %d, want 16", a.name, got)
 				}
 			}
 			st, err := safetensors.Open(dir)
@@ -82,13 +90,18 @@ func TestWriteF32(t *testing.T) {
 				if info.Type != gguf.F32 {
 					t.Errorf("%s is %v in an f32 file", info.Name, info.Type)
 				}
-				hf := hfName(t, info.Name)
+				hf := hfName(t, a.name, info.Name)
 				ht, err := st.Tensor(hf)
 				if err != nil {
 					t.Fatal(err)
 				}
 				w, _ := gpu.NewWeight(ht.DType, max(1, ht.Elements()/int(info.RowLen())), int(info.RowLen()), ht.Data)
-				want := w.Float32s()
+				want := slices.Clone(w.Float32s())
+				if strings.HasSuffix(hf, "norm.weight") {
+					for i := range want {
+						want[i] += a.normShift
+					}
+				}
 				data, _ := f.TensorData(info.Name)
 				got, err := ref.Dequantize(info.Type, data, int(info.Elements()))
 				if err != nil {
@@ -182,9 +195,9 @@ func TestWriteRefuses(t *testing.T) {
 	}
 }
 
-// hfName is the checkpoint name of a GGUF tensor (gguf's table, read
-// backwards).
-func hfName(t *testing.T, g string) string {
+// hfName is the checkpoint name of a GGUF tensor of arch (gguf's table,
+// read backwards).
+func hfName(t *testing.T, arch, g string) string {
 	fixed := map[string]string{"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
 	if n, ok := fixed[g]; ok {
 		return n
@@ -195,7 +208,7 @@ func hfName(t *testing.T, g string) string {
 		t.Fatalf("tensor %q: %v", g, err)
 	}
 	base, kind, _ := strings.Cut(rest, ".")
-	hf, ok := gguf.BlockTensorName(base, true)
+	hf, ok := gguf.ArchBlockTensorName(arch, base, true)
 	if !ok {
 		t.Fatalf("tensor %q: no Hugging Face name", g)
 	}
@@ -223,9 +236,17 @@ func unpermute(x []float32, rows, cols, heads int) []float32 {
 // and a q8_0 file within its quantization error.
 func TestWriteLoadsBack(t *testing.T) {
 	prompt := []int32{1, 17, 200, 33, 5, 480, 2, 99}
-	for _, arch := range []string{"llama", "qwen2", "qwen3"} {
-		t.Run(arch, func(t *testing.T) {
-			dir := tinyCheckpoint(t, arch)
+	cases := []struct {
+		name, arch string
+		set        map[string]any
+	}{{"llama", "llama", nil}, {"qwen2", "qwen2", nil}, {"qwen3", "qwen3", nil}}
+	// The checkpoints of TestLlamaCppParity: what only a key of the file
+	// carries (partial rotary, soft-capping, the local rope base, the
+	// layer pattern) is read back.
+	cases = append(cases, llamaCppCases...)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := tinyCheckpointWith(t, c.arch, c.set)
 			want := logitsOf(t, dir, prompt)
 			for _, tc := range []struct {
 				ft  quant.FileType

@@ -27,3 +27,37 @@ func TestTensorName(t *testing.T) {
 		}
 	}
 }
+
+func TestArchTensorName(t *testing.T) {
+	for _, tc := range []struct{ arch, hf, want string }{
+		{"phi3", "model.layers.2.self_attn.qkv_proj.weight", "blk.2.attn_qkv.weight"},
+		{"phi3", "model.layers.0.mlp.gate_up_proj.weight", "blk.0.ffn_up.weight"},
+		{"phi3", "model.layers.0.post_attention_layernorm.weight", "blk.0.ffn_norm.weight"},
+		{"gemma2", "model.layers.1.post_attention_layernorm.weight", "blk.1.post_attention_norm.weight"},
+		{"gemma2", "model.layers.1.pre_feedforward_layernorm.weight", "blk.1.ffn_norm.weight"},
+		{"gemma3", "model.layers.0.post_feedforward_layernorm.weight", "blk.0.post_ffw_norm.weight"},
+		{"gemma3", "model.layers.0.self_attn.q_norm.weight", "blk.0.attn_q_norm.weight"},
+		{"qwen3", "model.layers.0.self_attn.q_norm.weight", "blk.0.attn_q_norm.weight"},
+		{"gemma3", "model.embed_tokens.weight", "token_embd.weight"},
+	} {
+		if got, ok := ArchTensorName(tc.arch, tc.hf); !ok || got != tc.want {
+			t.Errorf("ArchTensorName(%s, %s) = %q %v, want %q", tc.arch, tc.hf, got, ok, tc.want)
+		}
+	}
+	for _, tc := range []struct{ arch, hf string }{
+		{"phi3", "model.layers.0.self_attn.q_proj.weight"},
+		{"phi3", "model.layers.0.mlp.up_proj.weight"},
+		{"gemma2", "model.layers.0.self_attn.q_norm.weight"},
+	} {
+		if got, ok := ArchTensorName(tc.arch, tc.hf); ok {
+			t.Errorf("ArchTensorName(%s, %s) = %q, want none", tc.arch, tc.hf, got)
+		}
+	}
+	for _, arch := range []string{"llama", "phi3", "gemma2", "gemma3"} {
+		for _, p := range ArchBlockNames(arch) {
+			if hf, ok := ArchBlockTensorName(arch, p[1], true); !ok || hf != p[0] {
+				t.Errorf("ArchBlockTensorName(%s, %s, toHF) = %q", arch, p[1], hf)
+			}
+		}
+	}
+}

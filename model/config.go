@@ -48,6 +48,10 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 // Has reports whether key is present and not null.
 func (c *Config) Has(key string) bool { return c.raw[key] != nil }
 
+// Null reports whether key is present with the value null (which some
+// keys, such as Gemma's soft-capping values, tell apart from absent).
+func (c *Config) Null(key string) bool { v, ok := c.raw[key]; return ok && v == nil }
+
 // Raw returns the raw value of key (nil when absent or null).
 func (c *Config) Raw(key string) any { return c.raw[key] }
 

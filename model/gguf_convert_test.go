@@ -78,24 +78,10 @@ func ggufArchOf(modelType string) string {
 }
 
 // ggufBlockName maps a Hugging Face per-layer tensor (after
-// "model.layers.N.", without .weight/.bias) to its GGUF name.
+// "model.layers.N.", without .weight/.bias) to its GGUF name: the table the
+// loader reads by (gguf.ArchBlockTensorName).
 func ggufBlockName(arch, hf string) string {
-	gemma := strings.HasPrefix(arch, "gemma")
-	switch hf {
-	case "post_attention_layernorm":
-		if gemma {
-			return "post_attention_norm"
-		}
-	case "pre_feedforward_layernorm":
-		return "ffn_norm"
-	case "post_feedforward_layernorm":
-		return "post_ffw_norm"
-	case "self_attn.qkv_proj":
-		return "attn_qkv"
-	case "mlp.gate_up_proj":
-		return "ffn_up"
-	}
-	g, _ := gguf.BlockTensorName(hf, false)
+	g, _ := gguf.ArchBlockTensorName(arch, hf, false)
 	return g
 }
 

@@ -55,18 +55,18 @@ type ggufArch struct {
 func ggufArchFor(arch string) (ggufArch, bool) {
 	switch arch {
 	case "llama":
-		return ggufArch{modelType: "llama", hfArch: "LlamaForCausalLM", permuteQK: true, block: llamaBlockName, config: llamaGGUFConfig}, true
+		return ggufArch{modelType: "llama", hfArch: "LlamaForCausalLM", permuteQK: true, block: blockNames("llama"), config: llamaGGUFConfig}, true
 	case "qwen2":
-		return ggufArch{modelType: "qwen2", hfArch: "Qwen2ForCausalLM", block: llamaBlockName}, true
+		return ggufArch{modelType: "qwen2", hfArch: "Qwen2ForCausalLM", block: blockNames("qwen2")}, true
 	case "qwen3":
-		return ggufArch{modelType: "qwen3", hfArch: "Qwen3ForCausalLM", block: llamaBlockName, config: biasGGUFConfig}, true
+		return ggufArch{modelType: "qwen3", hfArch: "Qwen3ForCausalLM", block: blockNames("qwen3"), config: biasGGUFConfig}, true
 	case "phi3":
-		return ggufArch{modelType: "phi3", hfArch: "Phi3ForCausalLM", block: phi3BlockName, config: phi3GGUFConfig,
+		return ggufArch{modelType: "phi3", hfArch: "Phi3ForCausalLM", block: blockNames("phi3"), config: phi3GGUFConfig,
 			configTensors: []string{"rope_factors_long.weight", "rope_factors_short.weight"}}, true
 	case "gemma2":
-		return ggufArch{modelType: "gemma2", hfArch: "Gemma2ForCausalLM", normShift: 1, block: gemmaBlockName, config: gemma2GGUFConfig}, true
+		return ggufArch{modelType: "gemma2", hfArch: "Gemma2ForCausalLM", normShift: 1, block: blockNames("gemma2"), config: gemma2GGUFConfig}, true
 	case "gemma3":
-		return ggufArch{modelType: "gemma3_text", hfArch: "Gemma3ForCausalLM", normShift: 1, block: gemmaBlockName, config: gemma3GGUFConfig}, true
+		return ggufArch{modelType: "gemma3_text", hfArch: "Gemma3ForCausalLM", normShift: 1, block: blockNames("gemma3"), config: gemma3GGUFConfig}, true
 	}
 	return ggufArch{}, false
 }
@@ -74,36 +74,11 @@ func ggufArchFor(arch string) (ggufArch, bool) {
 // ggufArchs lists the architectures ggufArchFor knows, for messages.
 const ggufArchs = "llama, qwen2, qwen3, phi3, gemma2, gemma3"
 
-// llamaBlockName maps the per-layer tensors of the Llama-shaped families
-// (gguf.BlockTensorName).
-func llamaBlockName(s string) (string, bool) { return gguf.BlockTensorName(s, true) }
-
-// phi3BlockName: Phi-3 keeps q, k, v in one matrix (attn_qkv) and gate and
-// up in one (stored as ffn_up, twice feed_forward_length rows).
-func phi3BlockName(s string) (string, bool) {
-	switch s {
-	case "attn_qkv":
-		return "self_attn.qkv_proj", true
-	case "ffn_up":
-		return "mlp.gate_up_proj", true
-	case "attn_norm", "attn_output", "ffn_norm", "ffn_down":
-		return llamaBlockName(s)
-	}
-	return "", false
-}
-
-// gemmaBlockName: Gemma 2/3 have norms after attention and around the MLP;
-// GGUF calls the one before the MLP ffn_norm.
-func gemmaBlockName(s string) (string, bool) {
-	switch s {
-	case "post_attention_norm":
-		return "post_attention_layernorm", true
-	case "ffn_norm":
-		return "pre_feedforward_layernorm", true
-	case "post_ffw_norm":
-		return "post_feedforward_layernorm", true
-	}
-	return llamaBlockName(s)
+// blockNames maps the per-layer tensors of a general.architecture to
+// their Hugging Face names (gguf.ArchBlockTensorName: the table the
+// converter in package convert writes by).
+func blockNames(arch string) func(string) (string, bool) {
+	return func(s string) (string, bool) { return gguf.ArchBlockTensorName(arch, s, true) }
 }
 
 // biasGGUFConfig sets attention_bias and mlp_bias from the tensors present
@@ -144,40 +119,65 @@ func phi3GGUFConfig(g *ggufKeys, c *Config) {
 	}
 }
 
-// gemma2GGUFConfig: soft-capping, sliding window and the query scale.
+// gemma2GGUFConfig: soft-capping, sliding window and its pattern, and the
+// query scale.
 func gemma2GGUFConfig(g *ggufKeys, c *Config) {
 	for _, k := range []string{"attn_logit_softcapping", "final_logit_softcapping"} {
 		if g.has(k) {
 			c.raw[k] = g.float(k, 0)
 		}
 	}
+	gemmaSWAPattern(g, c)
 	gemmaGGUFConfig(g, c, 46)
 }
 
+// gemmaSWAPattern reads attention.sliding_window_pattern as llama.cpp's
+// gemma2 and gemma3 read it (34af94cd, get_key_or_arr into one integer):
+// an integer n makes layer i local when i%n < n-1 (every nth layer global;
+// 0: every layer local), written here as layer_types; an array is ignored
+// there, and so here, leaving the family's default (every other layer
+// local for gemma2, five of six for gemma3).
+func gemmaSWAPattern(g *ggufKeys, c *Config) {
+	v, ok := g.f.Value(g.arch + ".attention.sliding_window_pattern")
+	if !ok {
+		return
+	}
+	n, ok := v.Int()
+	if !ok {
+		if v.Type() != gguf.TypeArray {
+			g.fail(fmt.Errorf("%s.attention.sliding_window_pattern is %v, want an integer", g.arch, v.Type()))
+		}
+		return
+	}
+	if n < 0 {
+		g.fail(fmt.Errorf("%s.attention.sliding_window_pattern %d is negative", g.arch, n))
+		return
+	}
+	types := make([]any, g.int("block_count"))
+	for i := range types {
+		types[i] = "full_attention"
+		if n == 0 || int64(i)%n < n-1 {
+			types[i] = "sliding_attention"
+		}
+	}
+	c.raw["layer_types"] = types
+}
+
 // gemma3GGUFConfig: sliding window and its pattern, the query scale and
-// the local layers' rope base, which llama.cpp fixes at 10000.
+// the local layers' rope base (rope.freq_base_swa, 10000 when absent, as
+// llama.cpp reads it). As in llama.cpp, a file without a sliding window
+// (or a window of 0) has no local layers: every layer attends globally
+// with the global rope base.
 func gemma3GGUFConfig(g *ggufKeys, c *Config) {
 	if g.has("final_logit_softcapping") {
 		c.raw["final_logit_softcapping"] = g.float("final_logit_softcapping", 0)
 	}
-	c.raw["rope_local_base_freq"] = 10000.0
+	c.raw["rope_local_base_freq"] = g.float("rope.freq_base_swa", 10000)
 	c.raw["sliding_window_pattern"] = 6.0
-	if k := g.arch + ".attention.sliding_window_pattern"; g.f.Has(k) {
-		v, _ := g.f.Value(k)
-		if n, ok := v.Int(); ok {
-			c.raw["sliding_window_pattern"] = float64(n)
-		} else if swa, ok := v.Any().([]bool); ok {
-			types := make([]any, len(swa))
-			for i, local := range swa {
-				types[i] = "full_attention"
-				if local {
-					types[i] = "sliding_attention"
-				}
-			}
-			c.raw["layer_types"] = types
-		} else {
-			g.fail(fmt.Errorf("%s: want an integer or an array of booleans", k))
-		}
+	if !g.has("attention.sliding_window") || g.int("attention.sliding_window") == 0 {
+		c.raw["sliding_window_pattern"] = 1.0
+	} else {
+		gemmaSWAPattern(g, c)
 	}
 	gemmaGGUFConfig(g, c, 62)
 }

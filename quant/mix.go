@@ -83,6 +83,8 @@ type Model struct {
 //     files;
 //   - q4_k_m and q5_k_m give attn_v and ffn_down Q6_K in the first and last
 //     eighth of the layers and every third layer between (use_more_bits);
+//     a fused attn_qkv (phi3) counts as attn_v, as llama-quantize's
+//     category_is_attn_v has it (its own attn_qkv rule is not reached);
 //   - a K type whose rows are not whole super-blocks of 256 falls back to
 //     the legacy type of the next size (Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to
 //     Q8_0), and rows that are not whole blocks of 32 stay F16.
@@ -100,7 +102,7 @@ func (ft FileType) Type(name string, cols int64, dims int, tied bool, m Model) g
 	case output && quantized && t != gguf.Q8_0:
 		t = gguf.Q6_K
 	case ft == "q4_k_m" || ft == "q5_k_m":
-		if layer, kind, ok := blockTensor(name); ok && (kind == "attn_v" || kind == "ffn_down") && useMoreBits(layer, m.Layers) {
+		if layer, kind, ok := blockTensor(name); ok && (kind == "attn_v" || kind == "attn_qkv" || kind == "ffn_down") && useMoreBits(layer, m.Layers) {
 			t = gguf.Q6_K
 		}
 	}

@@ -163,4 +163,17 @@ func TestFileTypeMixtures(t *testing.T) {
 			t.Errorf("%s with rows of %d: %v, want %v", tc.ft, tc.cols, got, tc.want)
 		}
 	}
+	// Phi-3's fused attn_qkv is an attn_v to llama-quantize (checked by
+	// hand against llama-quantize 34af94cd on a 2-layer phi3: layer 1 gets
+	// Q6_K, here falling back to Q8_0 for rows of 64).
+	for _, tc := range []struct {
+		ft    FileType
+		layer int
+		want  gguf.GGMLType
+	}{{"q4_k_m", 0, gguf.Q4_K}, {"q4_k_m", 1, gguf.Q6_K}, {"q5_k_m", 1, gguf.Q6_K}, {"q4_k", 1, gguf.Q4_K}} {
+		name := fmt.Sprintf("blk.%d.attn_qkv.weight", tc.layer)
+		if got := tc.ft.Type(name, 3072, 2, false, Model{Layers: 2, GQA: 1}); got != tc.want {
+			t.Errorf("%s %s: %v, want %v", tc.ft, name, got, tc.want)
+		}
+	}
 }
