@@ -25,24 +25,30 @@ func blockNames() [][2]string {
 }
 
 // archBlockNames are the per-layer tensors of the architectures whose
-// blocks are not Llama-shaped, keyed by general.architecture, in the same
-// (Hugging Face, llama.cpp) pairs as blockNames.
-var archBlockNames = map[string][][2]string{
-	// Phi-3 keeps q, k, v in one matrix and gate and up in another, which
-	// llama.cpp stores as ffn_up (twice feed_forward_length rows).
-	"phi3": {
-		{"input_layernorm", "attn_norm"},
-		{"self_attn.qkv_proj", "attn_qkv"},
-		{"self_attn.o_proj", "attn_output"},
-		{"post_attention_layernorm", "ffn_norm"},
-		{"mlp.gate_up_proj", "ffn_up"},
-		{"mlp.down_proj", "ffn_down"},
-	},
-	// Gemma 2 has norms after attention and around the MLP; llama.cpp
-	// calls the one before the MLP ffn_norm.
-	"gemma2": gemmaBlockNames(false),
-	// Gemma 3 adds Qwen3-style per-head q and k norms.
-	"gemma3": gemmaBlockNames(true),
+// blocks are not Llama-shaped, by general.architecture, in the same
+// (Hugging Face, llama.cpp) pairs as blockNames; nil for the others.
+func archBlockNames(arch string) [][2]string {
+	switch arch {
+	case "phi3":
+		// Phi-3 keeps q, k, v in one matrix and gate and up in another,
+		// which llama.cpp stores as ffn_up (twice feed_forward_length rows).
+		return [][2]string{
+			{"input_layernorm", "attn_norm"},
+			{"self_attn.qkv_proj", "attn_qkv"},
+			{"self_attn.o_proj", "attn_output"},
+			{"post_attention_layernorm", "ffn_norm"},
+			{"mlp.gate_up_proj", "ffn_up"},
+			{"mlp.down_proj", "ffn_down"},
+		}
+	case "gemma2":
+		// Gemma 2 has norms after attention and around the MLP; llama.cpp
+		// calls the one before the MLP ffn_norm.
+		return gemmaBlockNames(false)
+	case "gemma3":
+		// Gemma 3 adds Qwen3-style per-head q and k norms.
+		return gemmaBlockNames(true)
+	}
+	return nil
 }
 
 func gemmaBlockNames(qkNorm bool) [][2]string {
@@ -72,7 +78,7 @@ func gemmaBlockNames(qkNorm bool) [][2]string {
 // them. Architectures without a table of their own get the Llama-shaped
 // names.
 func ArchBlockNames(arch string) [][2]string {
-	if t, ok := archBlockNames[arch]; ok {
+	if t := archBlockNames(arch); t != nil {
 		return t
 	}
 	return blockNames()
