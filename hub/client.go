@@ -119,8 +119,10 @@ type Snapshot struct {
 	FromCache bool
 }
 
-// Pull makes the files troupe needs from revision ("" means main) of repo
-// present in the cache and returns the snapshot. Files already cached are
+// Pull makes the files troupe needs from revision ("" means main) of the
+// model ref names (org/name, or org/name:QUANT for one GGUF model of a
+// repository of GGUF files, ParseModelRef) present in the cache and
+// returns the snapshot. Files already cached are
 // not requested again; with a commit hash for revision and a complete cached
 // snapshot, nothing is requested at all. Offline (Config.Offline), only the
 // cache is read. When the Hub cannot be reached or answers with an error, a
