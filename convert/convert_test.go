@@ -269,26 +269,34 @@ func TestWriteLoadsBack(t *testing.T) {
 	}
 }
 
-// logitsOf loads the model at path and returns the last position's logits
-// after prompt, on the reference device.
-func logitsOf(t *testing.T, path string, prompt []int32) []float32 {
+// loadSeq loads the model at path (closed when the test ends) with a KV
+// pool and one sequence reserved for n tokens.
+func loadSeq(t *testing.T, path string, n int) (model.Model, *kvcache.Pool, *kvcache.Seq) {
 	t.Helper()
 	m, err := model.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
-	pool, err := kvcache.NewPool(model.PoolLayout(m.Cache()), 16, 4, 1)
+	t.Cleanup(func() { m.Close() })
+	pool, err := kvcache.NewPool(model.PoolLayout(m.Cache()), 16, (n+15)/16, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var seq kvcache.Seq
-	if err := pool.Reserve(&seq, len(prompt)); err != nil {
+	if err := pool.Reserve(&seq, n); err != nil {
 		t.Fatal(err)
 	}
 	if err := pool.EnsureSlot(&seq); err != nil {
 		t.Fatal(err)
 	}
+	return m, pool, &seq
+}
+
+// logitsOf loads the model at path and returns the last position's logits
+// after prompt, on the reference device.
+func logitsOf(t *testing.T, path string, prompt []int32) []float32 {
+	t.Helper()
+	m, pool, seq := loadSeq(t, path, len(prompt))
 	out, err := m.Forward(ref.Device{}, pool, []model.Seq{{Tokens: prompt, Pages: seq.Pages, Slot: seq.Slot, Logits: model.LastLogits}})
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,6 @@ import (
 
 	"github.com/troupe-ai/troupe/gguf"
 	"github.com/troupe-ai/troupe/gpu/ref"
-	"github.com/troupe-ai/troupe/kvcache"
 	"github.com/troupe-ai/troupe/model"
 	"github.com/troupe-ai/troupe/quant"
 )
@@ -131,22 +130,7 @@ func llamaGenerate(t *testing.T, server, path string, prompts [][]int32, n int) 
 // feeding llama.cpp's tokens back (row 0: after the prompt).
 func teacherForced(t *testing.T, path string, prompt []int32, steps []llamaStep) [][]float64 {
 	t.Helper()
-	m, err := model.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	pool, err := kvcache.NewPool(model.PoolLayout(m.Cache()), 16, 8, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seq kvcache.Seq
-	if err := pool.Reserve(&seq, len(prompt)+len(steps)); err != nil {
-		t.Fatal(err)
-	}
-	if err := pool.EnsureSlot(&seq); err != nil {
-		t.Fatal(err)
-	}
+	m, pool, seq := loadSeq(t, path, len(prompt)+len(steps))
 	var rows [][]float64
 	tokens, pos := prompt, 0
 	for range steps {
