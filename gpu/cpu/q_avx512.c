@@ -281,8 +281,7 @@ QI void xl_block(const int DT, const uint8_t *w, long b, __m256i *u, float *s, f
 	case TR_Q4_1:
 	case TR_Q5_0:
 	case TR_Q5_1: {
-		const long BB = DT == TR_Q8_0 ? 34 : DT == TR_Q4_0 ? 18 : DT == TR_Q4_1 ? 20 : DT == TR_Q5_0 ? 22 : 24;
-		const uint8_t *wb = w + b * BB;
+		const uint8_t *wb = w + b * tr_qblock_bytes(DT);
 		uint32_t qh;
 		switch (DT) {
 		case TR_Q8_0: u[0] = _mm256_xor_si256(LDU(wb + 2), B8(0x80)); break;
@@ -303,7 +302,7 @@ QI void xl_block(const int DT, const uint8_t *w, long b, __m256i *u, float *s, f
 	}
 	case TR_Q4_K:
 	case TR_Q5_K: {
-		const uint8_t *wb = w + b * (DT == TR_Q4_K ? 144 : 176);
+		const uint8_t *wb = w + b * tr_qblock_bytes(DT);
 		__m256i scv, mnv;
 		kscales(wb + 4, &scv, &mnv);
 		_mm256_storeu_ps(s, _mm256_mul_ps(_mm256_set1_ps(F16(wb)), _mm256_cvtepi32_ps(scv)));
@@ -315,7 +314,7 @@ QI void xl_block(const int DT, const uint8_t *w, long b, __m256i *u, float *s, f
 		return;
 	}
 	default: { /* TR_Q2_K, TR_Q3_K, TR_Q6_K: sub-blocks of 16 */
-		const uint8_t *wb = w + b * (DT == TR_Q2_K ? 84 : DT == TR_Q3_K ? 110 : 210);
+		const uint8_t *wb = w + b * tr_qblock_bytes(DT);
 		if (DT == TR_Q6_K) {
 			const __m128i s8 = _mm_loadu_si128((const __m128i *)(wb + 192));
 			const __m256 d = _mm256_set1_ps(F16(wb + 208));
@@ -377,19 +376,26 @@ QI void xl_pair_t(const int DT, const uint8_t *a, const uint8_t *b, long k, uint
 	}
 }
 
-QF void xl_pair(int dt, const uint8_t *a, const uint8_t *b, long k, uint8_t *dst) {
-	switch (dt) {
-	case TR_Q8_0: xl_pair_t(TR_Q8_0, a, b, k, dst); break;
-	case TR_Q4_0: xl_pair_t(TR_Q4_0, a, b, k, dst); break;
-	case TR_Q4_1: xl_pair_t(TR_Q4_1, a, b, k, dst); break;
-	case TR_Q5_0: xl_pair_t(TR_Q5_0, a, b, k, dst); break;
-	case TR_Q5_1: xl_pair_t(TR_Q5_1, a, b, k, dst); break;
-	case TR_Q2_K: xl_pair_t(TR_Q2_K, a, b, k, dst); break;
-	case TR_Q3_K: xl_pair_t(TR_Q3_K, a, b, k, dst); break;
-	case TR_Q4_K: xl_pair_t(TR_Q4_K, a, b, k, dst); break;
-	case TR_Q5_K: xl_pair_t(TR_Q5_K, a, b, k, dst); break;
-	default: xl_pair_t(TR_Q6_K, a, b, k, dst); break;
+/* CALL(T) for the quantized dtype dt as the constant T (the kernels
+ * inline per type). */
+#define XL_BY_TYPE(dt, CALL)                                                                                           \
+	switch (dt) {                                                                                                  \
+	case TR_Q8_0: CALL(TR_Q8_0); break;                                                                            \
+	case TR_Q4_0: CALL(TR_Q4_0); break;                                                                            \
+	case TR_Q4_1: CALL(TR_Q4_1); break;                                                                            \
+	case TR_Q5_0: CALL(TR_Q5_0); break;                                                                            \
+	case TR_Q5_1: CALL(TR_Q5_1); break;                                                                            \
+	case TR_Q2_K: CALL(TR_Q2_K); break;                                                                            \
+	case TR_Q3_K: CALL(TR_Q3_K); break;                                                                            \
+	case TR_Q4_K: CALL(TR_Q4_K); break;                                                                            \
+	case TR_Q5_K: CALL(TR_Q5_K); break;                                                                            \
+	default: CALL(TR_Q6_K); break;                                                                                 \
 	}
+
+QF void xl_pair(int dt, const uint8_t *a, const uint8_t *b, long k, uint8_t *dst) {
+#define C_PAIR(T) xl_pair_t(T, a, b, k, dst)
+	XL_BY_TYPE(dt, C_PAIR)
+#undef C_PAIR
 }
 
 /* Cache lines to prefetch, per sub-block of a tile's sweep. */
@@ -539,18 +545,9 @@ __attribute__((optimize("fp-contract=off"))) QI void xl_dequant_t(const int DT, 
 }
 
 QF void xl_dequant(int dt, const uint8_t *w, long rowb, long r0, long r1, long k, float *dst) {
-	switch (dt) {
-	case TR_Q8_0: xl_dequant_t(TR_Q8_0, w, rowb, r0, r1, k, dst); break;
-	case TR_Q4_0: xl_dequant_t(TR_Q4_0, w, rowb, r0, r1, k, dst); break;
-	case TR_Q4_1: xl_dequant_t(TR_Q4_1, w, rowb, r0, r1, k, dst); break;
-	case TR_Q5_0: xl_dequant_t(TR_Q5_0, w, rowb, r0, r1, k, dst); break;
-	case TR_Q5_1: xl_dequant_t(TR_Q5_1, w, rowb, r0, r1, k, dst); break;
-	case TR_Q2_K: xl_dequant_t(TR_Q2_K, w, rowb, r0, r1, k, dst); break;
-	case TR_Q3_K: xl_dequant_t(TR_Q3_K, w, rowb, r0, r1, k, dst); break;
-	case TR_Q4_K: xl_dequant_t(TR_Q4_K, w, rowb, r0, r1, k, dst); break;
-	case TR_Q5_K: xl_dequant_t(TR_Q5_K, w, rowb, r0, r1, k, dst); break;
-	default: xl_dequant_t(TR_Q6_K, w, rowb, r0, r1, k, dst); break;
-	}
+#define C_DEQ(T) xl_dequant_t(T, w, rowb, r0, r1, k, dst)
+	XL_BY_TYPE(dt, C_DEQ)
+#undef C_DEQ
 }
 
 const tr_qkernels tr_qk_avx512 = {

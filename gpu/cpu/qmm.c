@@ -32,26 +32,8 @@
 
 #include "tr_impl.h"
 
-/* Bytes of a block of weights of dtype dt and the elements it holds. */
-static long qblock_bytes(int dt) {
-	switch (dt) {
-	case TR_Q8_0: return 34;
-	case TR_Q4_0: return 18;
-	case TR_Q4_1: return 20;
-	case TR_Q5_0: return 22;
-	case TR_Q5_1: return 24;
-	case TR_Q2_K: return 84;
-	case TR_Q3_K: return 110;
-	case TR_Q4_K: return 144;
-	case TR_Q5_K: return 176;
-	case TR_Q6_K: return 210;
-	}
-	return 0;
-}
-static long qblock_elems(int dt) { return dt >= TR_Q2_K && dt <= TR_Q6_K ? 256 : 32; }
-
 size_t tr_qact_bytes(int dtype, long k) {
-	return qblock_elems(dtype) == 256 ? (size_t)(k / 256) * sizeof(tr_qak) : (size_t)(k / 32) * sizeof(tr_qa32);
+	return tr_qblock_elems(dtype) == 256 ? (size_t)(k / 256) * sizeof(tr_qak) : (size_t)(k / 32) * sizeof(tr_qa32);
 }
 
 const char *tr_qkernels_name(tr_ctx *c, int dtype) {
@@ -72,7 +54,7 @@ typedef struct {
 static void qact_rows(const qact_job *j, long r0, long r1) {
 	for (long r = r0; r < r1; r++) {
 		uint8_t *o = (uint8_t *)j->dst + (size_t)r * j->xs;
-		if (qblock_elems(j->dtype) == 256)
+		if (tr_qblock_elems(j->dtype) == 256)
 			j->q->quantk(j->x + r * j->k, (tr_qak *)o, j->k);
 		else
 			j->q->quant32(j->x + r * j->k, (tr_qa32 *)o, j->k);
@@ -301,11 +283,11 @@ static void xl_rows(void *p, long n0, long n1, int tid) {
 #define QMM_SERIAL 65536L
 
 int tr_qmatmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, int dtype, long n, long k) {
-	if (dtype < TR_Q8_0 || dtype >= TR_NDTYPE || m <= 0 || n <= 0 || k <= 0 || k % qblock_elems(dtype) != 0)
+	if (dtype < TR_Q8_0 || dtype >= TR_NDTYPE || m <= 0 || n <= 0 || k <= 0 || k % tr_qblock_elems(dtype) != 0)
 		return -1;
+	const long rowb = k / tr_qblock_elems(dtype) * tr_qblock_bytes(dtype);
 	if (m >= TR_QMM_DEQUANT)
-		return qmm_dequant(c, dst, x, m, w, dtype, n, k, k / qblock_elems(dtype) * qblock_bytes(dtype),
-				   tr_nthreads(c));
+		return qmm_dequant(c, dst, x, m, w, dtype, n, k, rowb, tr_nthreads(c));
 	const tr_qkernels *q = tr_ctx_qkernels(c);
 	tr_qdot_fn dot = q->dot[dtype];
 	if (!dot)
@@ -318,7 +300,6 @@ int tr_qmatmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, int
 	if (m * n * k < QMM_SERIAL)
 		nth = 1;
 	qact(c, xq, x, m, k, dtype, nth);
-	const long rowb = k / qblock_elems(dtype) * qblock_bytes(dtype);
 	if (q->xl && m >= TR_XL_MIN) {
 		const size_t tb = tr_xl_tile_bytes(dtype, k);
 		uint8_t *tiles = tr_ctx_buf(c, 1, tb * (size_t)((m + TR_XL_R - 1) / TR_XL_R));
@@ -338,9 +319,8 @@ int tr_qmatmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, int
 			xl_rows(&xj, 0, n, 0);
 		return 0;
 	}
-	qmm_job j = {.dot = dot, .dot2 = q->dot[dtype] ? q->dot2[dtype] : NULL, .dst = dst, .w = w, .xq = xq, .m = m, .n = n, .nb = k / qblock_elems(dtype),
-		     .xs = (long)xs};
-	j.rowb = j.nb * qblock_bytes(dtype);
+	qmm_job j = {.dot = dot, .dot2 = q->dot[dtype] ? q->dot2[dtype] : NULL, .dst = dst, .w = w, .xq = xq, .m = m, .n = n, .nb = k / tr_qblock_elems(dtype),
+		     .xs = (long)xs, .rowb = rowb};
 	if (m < 16) {
 		if (nth > 1)
 			tr_regions(c, n, j.rowb, qmm_rows, &j, nth);

@@ -160,6 +160,25 @@ typedef void (*tr_qdot_fn)(int nx, const uint8_t *w, const uint8_t *xq, long xs,
 typedef void (*tr_qdot2_fn)(int nx, const uint8_t *w0, const uint8_t *w1, const uint8_t *xq, long xs, long nb,
 			    float *out0, float *out1);
 
+/* Bytes of a block of weights of quantized dtype dt, and the elements it
+ * holds. */
+static inline long tr_qblock_bytes(int dt) {
+	switch (dt) {
+	case TR_Q8_0: return 34;
+	case TR_Q4_0: return 18;
+	case TR_Q4_1: return 20;
+	case TR_Q5_0: return 22;
+	case TR_Q5_1: return 24;
+	case TR_Q2_K: return 84;
+	case TR_Q3_K: return 110;
+	case TR_Q4_K: return 144;
+	case TR_Q5_K: return 176;
+	case TR_Q6_K: return 210;
+	}
+	return 0;
+}
+static inline long tr_qblock_elems(int dt) { return dt >= TR_Q2_K && dt <= TR_Q6_K ? 256 : 32; }
+
 /* The lane layout of the quantized matmul for several rows of x (qmm.c,
  * the VNNI set's xl): a 512-bit vector holds 8 rows of x twice over, and
  * lanes 2r and 2r+1 dot row r with the two weight rows of a pair, whose
@@ -186,7 +205,8 @@ typedef void (*tr_qdot2_fn)(int nx, const uint8_t *w0, const uint8_t *w1, const 
 #define TR_XL_L 16
 #define TR_XL_R 8
 static inline int tr_xl_s(int dt) { return dt == TR_Q2_K || dt == TR_Q3_K || dt == TR_Q6_K ? 16 : 32; }
-static inline int tr_xl_xb(int dt) { return dt >= TR_Q2_K && dt <= TR_Q6_K ? 256 : 32; }
+/* The activation block: the weight block (tr_qblock_elems). */
+static inline int tr_xl_xb(int dt) { return (int)tr_qblock_elems(dt); }
 static inline int tr_xl_min(int dt) {
 	return dt == TR_Q4_1 || dt == TR_Q5_1 || dt == TR_Q2_K || dt == TR_Q4_K || dt == TR_Q5_K;
 }
