@@ -109,17 +109,18 @@ func selectWeights(repo string, names []string, have map[string]bool) (files []s
 	case have[singleWeights]:
 		return []string{singleWeights}, "", nil
 	}
-	var gguf, torch []string
+	var torch []string
+	gguf := false
 	for _, n := range names {
 		switch strings.ToLower(path.Ext(n)) {
 		case ".gguf":
-			gguf = append(gguf, n)
+			gguf = true
 		case ".bin", ".pt", ".pth":
 			torch = append(torch, n)
 		}
 	}
 	switch {
-	case len(gguf) > 0:
+	case gguf:
 		return nil, "", errGGUFOnly
 	case len(torch) > 0:
 		return nil, "", fmt.Errorf("hub: %s has PyTorch weights (%s) but no model.safetensors: troupe reads safetensors only: %w", repo, listSome(torch), ErrUnsupported)

@@ -94,9 +94,6 @@ func ggufSets(names []string) []ggufSet {
 	}
 	var sets []ggufSet
 	for k, ps := range parts {
-		if len(ps) != total[k] {
-			continue
-		}
 		s := ggufSet{base: k.base}
 		for i := 1; i <= total[k]; i++ {
 			if ps[i] == "" {
@@ -104,7 +101,7 @@ func ggufSets(names []string) []ggufSet {
 			}
 			s.files = append(s.files, ps[i])
 		}
-		if len(s.files) == total[k] {
+		if len(s.files) > 0 && len(s.files) == total[k] {
 			sets = append(sets, s)
 		}
 	}

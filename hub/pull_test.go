@@ -602,7 +602,8 @@ func TestPullGGUF(t *testing.T) {
 		"mmproj-tiny-F16.gguf":                weights(5, 100),
 		"Q6_K/tiny-Q6_K-00001-of-00002.gguf":  weights(6, 100),
 		"Q6_K/tiny-Q6_K-00002-of-00002.gguf":  weights(7, 100),
-		"tiny-UD-Q2_K_XL-00001-of-00002.gguf": weights(8, 100), // part 2 missing
+		"tiny-UD-Q2_K_XL-00001-of-00002.gguf": weights(8, 100),  // part 2 missing
+		"tiny-F16-00001-of-00000.gguf":        weights(15, 100), // a set of no parts
 		"tiny.IQ4_XS.gguf":                    weights(9, 100),
 	})
 	f.srv.AddRepo("acme/two-GGUF", map[string][]byte{"a-Q5_K_M.gguf": weights(10, 100), "a-Q8_0.gguf": weights(11, 100)})
