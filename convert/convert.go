@@ -233,12 +233,16 @@ func readHParams(c *model.Config, a arch) (hparams, error) {
 			typ, _ = rs["type"].(string)
 		}
 		if (typ == "longrope" || typ == "su") && a.name == "phi3" {
-			var err1, err2 error
-			h.longFactors, err1 = floatList(rs, "long_factor")
-			h.shortFactors, err2 = floatList(rs, "short_factor")
-			if err := errors.Join(err1, err2); err != nil {
-				return h, fmt.Errorf("config.json: rope_scaling: %w", err)
+			sub, err := c.Sub("rope_scaling")
+			if err != nil {
+				return h, err
 			}
+			long, err1 := sub.Floats("long_factor")
+			short, err2 := sub.Floats("short_factor")
+			if err := errors.Join(err1, err2); err != nil {
+				return h, err
+			}
+			h.longFactors, h.shortFactors = toFloat32(long), toFloat32(short)
 			return h, nil
 		}
 		f, _ := rs["factor"].(float64)
@@ -250,21 +254,13 @@ func readHParams(c *model.Config, a arch) (hparams, error) {
 	return h, nil
 }
 
-// floatList reads m[key], a list of numbers.
-func floatList(m map[string]any, key string) ([]float32, error) {
-	list, ok := m[key].([]any)
-	if !ok {
-		return nil, fmt.Errorf("%s is not a list", key)
-	}
-	out := make([]float32, len(list))
-	for i, v := range list {
-		f, ok := v.(float64)
-		if !ok {
-			return nil, fmt.Errorf("%s[%d] is %v, not a number", key, i, v)
-		}
+// toFloat32 narrows v to float32 (GGUF stores the rope factors so).
+func toFloat32(v []float64) []float32 {
+	out := make([]float32, len(v))
+	for i, f := range v {
 		out[i] = float32(f)
 	}
-	return out, nil
+	return out
 }
 
 // kvs are the architecture's keys, as convert_hf_to_gguf.py writes them.

@@ -131,6 +131,23 @@ func (c *Config) Ints(key string) ([]int, error) {
 	return nil, fmt.Errorf("%s: %q must be an integer or a list of integers, got %v", c.Path, key, v)
 }
 
+// Floats reads key as a list of numbers.
+func (c *Config) Floats(key string) ([]float64, error) {
+	list, ok := c.raw[key].([]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: %q must be a list of numbers", c.Path, key)
+	}
+	out := make([]float64, len(list))
+	for i, v := range list {
+		f, ok := v.(float64)
+		if !ok {
+			return nil, fmt.Errorf("%s: %q[%d] is not a number", c.Path, key, i)
+		}
+		out[i] = f
+	}
+	return out, nil
+}
+
 // Sub returns the object under key as a Config (nil when absent or null).
 func (c *Config) Sub(key string) (*Config, error) {
 	v, ok := c.raw[key]

@@ -109,20 +109,13 @@ func (r *Rope) divideFreqs(factors []float32) error {
 	return nil
 }
 
+// floats reads key as a list of n numbers.
 func floats(c *Config, key string, n int) ([]float64, error) {
-	list, ok := c.Raw(key).([]any)
-	if !ok || len(list) != n {
-		return nil, fmt.Errorf("%s: %q must be a list of %d numbers", c.Path, key, n)
+	out, err := c.Floats(key)
+	if err == nil && len(out) != n {
+		err = fmt.Errorf("%s: %q must be a list of %d numbers", c.Path, key, n)
 	}
-	out := make([]float64, n)
-	for i, v := range list {
-		f, ok := v.(float64)
-		if !ok {
-			return nil, fmt.Errorf("%s: %q[%d] is not a number", c.Path, key, i)
-		}
-		out[i] = f
-	}
-	return out, nil
+	return out, err
 }
 
 // defaultInvFreq is 1 / base^(2i/dim), computed in float32 as torch does.
