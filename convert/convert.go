@@ -18,7 +18,6 @@ package convert
 
 import (
 	"cmp"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -136,7 +135,10 @@ func Write(dir, out string, opts Options) error {
 		return fmt.Errorf("convert: %s: %w", dir, err)
 	}
 	m := quant.Model{Layers: hp.layers, GQA: hp.heads / hp.kvHeads}
-	tensors := hp.extraTensors()
+	tensors, err := hp.extraTensors()
+	if err != nil {
+		return fmt.Errorf("convert: %s: %w", dir, err)
+	}
 	for i, p := range plan {
 		t, err := st.Tensor(p.hf)
 		if err != nil {
@@ -343,18 +345,22 @@ func phi3Keys(c *model.Config, h hparams, k func(string) string) ([]gguf.KV, err
 // extraTensors are the tensors that hold hyperparameters rather than
 // weights: phi3's longrope factors, which convert_hf_to_gguf.py writes
 // first, as F32.
-func (h hparams) extraTensors() []gguf.WriteTensor {
+func (h hparams) extraTensors() ([]gguf.WriteTensor, error) {
 	if h.longFactors == nil {
-		return nil
+		return nil, nil
 	}
-	f32 := func(name string, v []float32) gguf.WriteTensor {
-		data := make([]byte, 0, 4*len(v))
-		for _, x := range v {
-			data = binary.LittleEndian.AppendUint32(data, math.Float32bits(x))
+	var out []gguf.WriteTensor
+	for _, t := range []struct {
+		name string
+		v    []float32
+	}{{"rope_factors_long.weight", h.longFactors}, {"rope_factors_short.weight", h.shortFactors}} {
+		data, err := quant.Quantize(gguf.F32, t.v)
+		if err != nil {
+			return nil, err
 		}
-		return gguf.WriteTensor{Name: name, Dims: []int64{int64(len(v))}, Type: gguf.F32, Data: data}
+		out = append(out, gguf.WriteTensor{Name: t.name, Dims: []int64{int64(len(t.v))}, Type: gguf.F32, Data: data})
 	}
-	return []gguf.WriteTensor{f32("rope_factors_long.weight", h.longFactors), f32("rope_factors_short.weight", h.shortFactors)}
+	return out, nil
 }
 
 // gemma2Keys: the soft-capping values (transformers' defaults 50 and 30
