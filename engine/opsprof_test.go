@@ -135,3 +135,66 @@ func BenchmarkPrefillOps(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeOps runs decode forwards of smollm2-135m (Q8_0, packed as
+// serve packs it) for 1 and 8 sequences 128 positions deep and logs the time
+// per forward of each device operation: with one thread the calling thread's
+// CPU time, with two wall time. It shows what a batch-8 step pays beyond
+// eight times the matmuls' weight traffic.
+func BenchmarkDecodeOps(b *testing.B) {
+	m := benchModel(b, gpu.Q8_0)
+	pool := benchPool(b, m)
+	const depth = 128
+	for _, th := range []int{1, 2} {
+		dev, err := cpu.New(cpu.Options{Threads: th})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(dev.Close)
+		if _, err := model.PackWeights(m, dev); err != nil {
+			b.Fatal(err)
+		}
+		for _, batch := range []int{1, 8} {
+			td := &timedDevice{Device: dev, t: map[string]time.Duration{}, cpuTime: th == 1}
+			b.Run("threads"+strconv.Itoa(th)+"/batch"+strconv.Itoa(batch), func(b *testing.B) {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				seqs := make([]kvcache.Seq, batch)
+				for i := range seqs {
+					if err := pool.Reserve(&seqs[i], depth+1); err != nil {
+						b.Fatal(err)
+					}
+				}
+				defer func() {
+					for i := range seqs {
+						pool.Free(&seqs[i])
+					}
+				}()
+				fw := make([]model.Seq, batch)
+				for i := range fw {
+					fw[i] = model.Seq{Tokens: []int32{int32(7 + i)}, Pos: depth, Pages: seqs[i].Pages, Logits: model.LastLogits}
+				}
+				var total time.Duration
+				for b.Loop() {
+					t0 := td.clock()
+					if _, err := m.Forward(td, pool, fw); err != nil {
+						b.Fatal(err)
+					}
+					total += td.clock() - t0
+				}
+				var names []string
+				var ops time.Duration
+				for k, v := range td.t {
+					names = append(names, k)
+					ops += v
+				}
+				sort.Slice(names, func(i, j int) bool { return td.t[names[i]] > td.t[names[j]] })
+				for _, k := range names {
+					b.Logf("%-36s %8.3f ms", k, float64(td.t[k].Microseconds())/1e3/float64(b.N))
+				}
+				b.Logf("%-36s %8.3f ms", "outside ops", float64((total-ops).Microseconds())/1e3/float64(b.N))
+				b.ReportMetric(float64(batch*b.N)/total.Seconds(), "tok/s")
+			})
+		}
+	}
+}
