@@ -125,7 +125,7 @@ func (p *RequestPreparer) prepare(ctx actor.Context, msg *Prepare, sender *actor
 		p.hook(msg)
 	}
 	if msg.WarmUpReply != nil {
-		ids, err := p.assets.WarmUp(msg.Request, *msg.WarmUpReply)
+		ids, err := p.assets.WarmUp(msg.Request, *msg.WarmUpReply, msg.PromptCache)
 		out := &Prepared{Assets: p.assets, Capability: capability, Err: err}
 		if err == nil {
 			out.Job = &PrefillJob{RequestId: msg.ID, Prompt: ids, WarmUp: true, CacheScope: msg.Request.CacheScope,
@@ -149,7 +149,7 @@ func (p *RequestPreparer) prepare(ctx actor.Context, msg *Prepare, sender *actor
 			p.metrics.HistoryRenders.WithLabelValues(metrics.SkippedDense).Inc()
 		}
 	}
-	prep, err := p.assets.Prepare(msg.Request, withBoundary)
+	prep, err := p.assets.PrepareWith(msg.Request, chat.PrepareOptions{Boundary: withBoundary, PromptCache: msg.PromptCache})
 	out := &Prepared{Prepared: prep, Assets: p.assets, Capability: capability, Err: err}
 	if err == nil && !msg.InspectOnly {
 		out.Job = p.job(msg, prep)
