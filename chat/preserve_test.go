@@ -189,7 +189,7 @@ func TestReasoningMemory(t *testing.T) {
 	}
 	m.Remember(chat.Reply{Content: "b", Reasoning: "abcdefghij"})
 	m.Recall("a", []chat.Call{{Name: "f", Arguments: `{"x":1,"y":[2]}`}}) // a is now the most recent
-	m.Remember(chat.Reply{Content: "c", Reasoning: "ABCDEFGHIJ"})          // over 20 bytes: b goes
+	m.Remember(chat.Reply{Content: "c", Reasoning: "ABCDEFGHIJ"})         // over 20 bytes: b goes
 	if _, ok := m.Recall("b", nil); ok {
 		t.Fatal("the least recently used entry was kept past the byte bound")
 	}
