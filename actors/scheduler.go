@@ -32,11 +32,12 @@ type SchedulerActor struct {
 	byReq    map[string]engine.SeqID
 	jobs     map[engine.SeqID]*jobState
 	stepping bool
-	warmUps  []*PrefillJob         // run only when the engine is otherwise idle; at most maxWarmUps
-	warming  map[engine.SeqID]bool // warm-ups in the engine
-	idleAt   time.Time             // when the engine last became idle
-	warmWait bool                  // a warmUpTick is on its way
-	last     *SchedulerStats       // counters already added to the metrics
+	warmUps  []*PrefillJob               // run only when the engine is otherwise idle; at most maxWarmUps
+	warming  map[engine.SeqID]*warmState // warm-ups in the engine
+	held     map[string]engine.SeqID     // requests waiting for a warm-up (by request id)
+	idleAt   time.Time                   // when the engine last became idle
+	warmWait bool                        // a warmUpTick is on its way
+	last     *SchedulerStats             // counters already added to the metrics
 
 	pool *kvcache.Pool // the engine's; closed when the actor stops
 	// guides make the structured-output guides of constrained jobs.
@@ -46,6 +47,15 @@ type SchedulerActor struct {
 type pendingJob struct {
 	job    *PrefillJob
 	sender *actor.PID
+}
+
+// warmState is a warm-up in the engine: its prompt and, on a snapshot
+// engine, the requests that extend it, held until it has stored its
+// snapshot (computing the same history beside it would be twice the work,
+// and they would start from an older snapshot).
+type warmState struct {
+	prompt []int32
+	held   []pendingJob
 }
 
 type jobState struct {
@@ -61,7 +71,7 @@ func NewSchedulerActor(opt engine.Options, m *metrics.Metrics, log *slog.Logger,
 	}
 	return func() actor.Actor {
 		return &SchedulerActor{opt: opt, metrics: m, log: log, progress: progress, byReq: map[string]engine.SeqID{},
-			jobs: map[engine.SeqID]*jobState{}, warming: map[engine.SeqID]bool{}}
+			jobs: map[engine.SeqID]*jobState{}, warming: map[engine.SeqID]*warmState{}, held: map[string]engine.SeqID{}}
 	}
 }
 
@@ -192,6 +202,9 @@ func (s *SchedulerActor) submit(ctx actor.Context, j *PrefillJob, requester *act
 		}
 		req.Constraint = gd
 	}
+	if s.holdForWarmUp(j, requester) {
+		return
+	}
 	s.yieldWarmUps()
 	id, err := s.eng.Submit(req)
 	if err != nil {
@@ -215,6 +228,13 @@ func (s *SchedulerActor) cancel(reqID string) {
 		}
 		return
 	}
+	if wid, ok := s.held[reqID]; ok {
+		delete(s.held, reqID)
+		if w := s.warming[wid]; w != nil {
+			w.held = slices.DeleteFunc(w.held, func(p pendingJob) bool { return p.job.RequestId == reqID })
+		}
+		return
+	}
 	if id, ok := s.byReq[reqID]; ok {
 		s.eng.Cancel(id)
 		delete(s.byReq, reqID)
@@ -224,6 +244,55 @@ func (s *SchedulerActor) cancel(reqID string) {
 			s.progress.setIdle(s.idleAt, true)
 		}
 		s.publish()
+	}
+}
+
+// holdForWarmUp holds a request on a snapshot engine while a warm-up of a
+// prefix of its prompt runs (starting a queued one now): the warm-up's
+// snapshot is what it will start from (see warmState). It reports whether
+// the request was held.
+func (s *SchedulerActor) holdForWarmUp(j *PrefillJob, requester *actor.PID) bool {
+	if !s.eng.SnapshotCache() {
+		return false
+	}
+	extends := func(prompt []int32) bool {
+		return len(prompt) < len(j.Prompt) && slices.Equal(prompt, j.Prompt[:len(prompt)])
+	}
+	for id, w := range s.warming {
+		if extends(w.prompt) {
+			w.held = append(w.held, pendingJob{j, requester})
+			s.held[j.RequestId] = id
+			return true
+		}
+	}
+	// a queued warm-up of its history starts now rather than after it
+	for i, w := range s.warmUps {
+		if !extends(w.Prompt) || s.eng.Reusable(w.Prompt, w.CacheScope) >= len(w.Prompt)-1 {
+			continue
+		}
+		s.warmUps = slices.Delete(s.warmUps, i, i+1)
+		id, err := s.eng.Submit(engine.Request{Prompt: w.Prompt, MaxTokens: 0, Scope: w.CacheScope, WarmUp: true})
+		if err != nil {
+			return false
+		}
+		s.warming[id] = &warmState{prompt: w.Prompt, held: []pendingJob{{j, requester}}}
+		s.held[j.RequestId] = id
+		return true
+	}
+	return false
+}
+
+// warmUpDone ends warm-up id (finished, failed or cancelled) and submits
+// the requests it held.
+func (s *SchedulerActor) warmUpDone(ctx actor.Context, id engine.SeqID) {
+	w, ok := s.warming[id]
+	if !ok {
+		return
+	}
+	delete(s.warming, id)
+	for _, p := range w.held {
+		delete(s.held, p.job.RequestId)
+		s.submit(ctx, p.job, p.sender)
 	}
 }
 
@@ -237,7 +306,7 @@ func (s *SchedulerActor) yieldWarmUps() {
 	if len(s.warming) == 0 || s.eng.SnapshotCache() {
 		return
 	}
-	for id := range s.warming {
+	for id := range s.warming { // none holds requests: only snapshot engines hold
 		s.eng.Cancel(id)
 		delete(s.warming, id)
 	}
@@ -266,7 +335,7 @@ func (s *SchedulerActor) startWarmUp(ctx actor.Context) {
 			s.log.Debug("warm-up rejected", "err", err)
 			continue
 		}
-		s.warming[id] = true
+		s.warming[id] = &warmState{prompt: w.Prompt}
 		return
 	}
 }
@@ -304,7 +373,7 @@ func (s *SchedulerActor) step(ctx actor.Context) {
 		}
 		for id := range s.warming {
 			s.eng.Cancel(id)
-			delete(s.warming, id)
+			s.warmUpDone(ctx, id)
 		}
 		s.idleAt = time.Now()
 		s.progress.setIdle(s.idleAt, s.eng.Idle())
@@ -319,7 +388,7 @@ func (s *SchedulerActor) step(ctx actor.Context) {
 	s.publish()
 	for _, ev := range events {
 		if ev.Finish != engine.NotFinished {
-			delete(s.warming, ev.Seq)
+			s.warmUpDone(ctx, ev.Seq)
 		}
 		j, ok := s.jobs[ev.Seq]
 		if !ok {
