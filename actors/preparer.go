@@ -153,6 +153,10 @@ func (p *RequestPreparer) prepare(ctx actor.Context, msg *Prepare, sender *actor
 	out := &Prepared{Prepared: prep, Assets: p.assets, Capability: capability, Err: err}
 	if err == nil && !msg.InspectOnly {
 		out.Job = p.job(msg, prep)
+		if p.metrics != nil {
+			p.metrics.ReasoningReattached.WithLabelValues(metrics.Reattached).Add(float64(prep.Reattached))
+			p.metrics.ReasoningReattached.WithLabelValues(metrics.Unknown).Add(float64(prep.Unknown))
+		}
 	}
 	if sender != nil {
 		ctx.Send(sender, out)

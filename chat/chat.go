@@ -179,28 +179,40 @@ type Prepared struct {
 	// compiled once here; nil when the output is free.
 	Plan []byte
 	// PreserveThinking says the history was rendered with preserved
-	// reasoning (see PrepareWith).
-	PreserveThinking bool
+	// reasoning (see PrepareWith); Reattached and Unknown count the
+	// assistant turns without reasoning that got the reasoning kept for
+	// them, and those that had none kept.
+	PreserveThinking    bool
+	Reattached, Unknown int
 }
 
 // history returns r's messages normalised for tmpl (with kept reasoning
 // re-attached when preserve_thinking is on), the template variables, and
 // whether preserve_thinking is on.
-func (a *Assets) history(tmpl *templates.Template, r *Request, promptCache bool) ([]any, *templates.Dict, bool, error) {
+func (a *Assets) history(tmpl *templates.Template, r *Request, promptCache bool) (*rendering, error) {
 	msgs, err := a.normalize(tmpl, r.Messages)
 	if err != nil {
-		return nil, nil, false, err
+		return nil, err
 	}
-	kw := thinkingKwargs(tmpl.Source(), r.Thinking, r.Kwargs)
+	h := &rendering{msgs: msgs, kwargs: thinkingKwargs(tmpl.Source(), r.Thinking, r.Kwargs)}
 	sup := a.preserveSupport(tmpl)
-	preserve := preserveOn(r, sup, promptCache)
-	if preserve {
-		msgs = a.reattach(msgs)
+	if h.preserve = preserveOn(r, sup, promptCache); h.preserve {
+		h.msgs, h.reattached, h.unknown = a.reattach(msgs)
 		if sup.Variable {
-			kw = preserveKwargs(kw)
+			h.kwargs = preserveKwargs(h.kwargs)
 		}
 	}
-	return msgs, kw, preserve, nil
+	return h, nil
+}
+
+// rendering is what a template renders for a request: its messages
+// normalised (reasoning re-attached under preserve_thinking), the template
+// variables, and the re-attachment counts.
+type rendering struct {
+	msgs                []any
+	kwargs              *templates.Dict
+	preserve            bool
+	reattached, unknown int
 }
 
 // PrepareOptions say how Prepare renders a request.
@@ -251,18 +263,18 @@ func (a *Assets) PrepareWith(r *Request, o PrepareOptions) (*Prepared, error) {
 	if len(r.Messages) == 0 {
 		return nil, &BadRequest{errors.New("messages must not be empty")}
 	}
-	msgs, kw, preserve, err := a.history(tmpl, r, o.PromptCache)
+	h, err := a.history(tmpl, r, o.PromptCache)
 	if err != nil {
 		return nil, err
 	}
-	in := templates.ChatInput{Messages: msgs, Tools: r.Tools, Documents: r.Documents,
-		AddGenerationPrompt: true, SpecialTokens: a.SpecialTokens, Kwargs: kw}
+	in := templates.ChatInput{Messages: h.msgs, Tools: r.Tools, Documents: r.Documents,
+		AddGenerationPrompt: true, SpecialTokens: a.SpecialTokens, Kwargs: h.kwargs}
 	prompt, err := tmpl.RenderChat(in)
 	if err != nil {
 		return nil, &BadRequest{fmt.Errorf("chat template: %w", err)}
 	}
 	p := &Prepared{Prompt: prompt, IDs: a.encode(prompt), Reasoning: strings.Contains(tmpl.Source(), "<think>"),
-		Syntax: syntaxOf(tmpl.Source()).output(), PreserveThinking: preserve}
+		Syntax: syntaxOf(tmpl.Source()).output(), PreserveThinking: h.preserve, Reattached: h.reattached, Unknown: h.unknown}
 	if p.Plan, err = a.plan(r, tmpl.Source(), prompt); err != nil {
 		return nil, err
 	}
@@ -327,12 +339,12 @@ func (a *Assets) WarmUp(r *Request, reply Reply, promptCache bool) ([]int32, err
 			res.Set("name", c.Name)
 			next.Messages = append(next.Messages, res)
 		}
-		msgs, kw, _, err := a.history(tmpl, &next, promptCache)
+		h, err := a.history(tmpl, &next, promptCache)
 		if err != nil {
 			return nil, err
 		}
-		text, err := tmpl.RenderChat(templates.ChatInput{Messages: msgs, Tools: r.Tools, Documents: r.Documents,
-			AddGenerationPrompt: true, SpecialTokens: a.SpecialTokens, Kwargs: kw})
+		text, err := tmpl.RenderChat(templates.ChatInput{Messages: h.msgs, Tools: r.Tools, Documents: r.Documents,
+			AddGenerationPrompt: true, SpecialTokens: a.SpecialTokens, Kwargs: h.kwargs})
 		if err != nil {
 			return nil, err
 		}

@@ -306,11 +306,13 @@ func (a *Assets) memory() *ReasoningMemory {
 func (a *Assets) Remember(reply Reply) { a.memory().Remember(reply) }
 
 // reattach returns msgs (normalised) with each assistant turn that comes
-// without reasoning given the reasoning kept for it, when there is some;
-// msgs themselves are not modified.
-func (a *Assets) reattach(msgs []any) []any {
+// without reasoning given the reasoning kept for it, when there is some,
+// and how many such turns got it and how many had none kept; msgs
+// themselves are not modified.
+func (a *Assets) reattach(msgs []any) (out []any, hits, misses int) {
 	mem := a.memory()
-	out, copied := msgs, false
+	out = msgs
+	copied := false
 	for i, m := range msgs {
 		d, ok := m.(*templates.Dict)
 		if !ok {
@@ -326,8 +328,10 @@ func (a *Assets) reattach(msgs []any) []any {
 		text, _ := content.(string)
 		reasoning, ok := mem.Recall(text, a.callsOf(d))
 		if !ok {
+			misses++
 			continue
 		}
+		hits++
 		if !copied {
 			out, copied = append([]any(nil), msgs...), true
 		}
@@ -339,7 +343,7 @@ func (a *Assets) reattach(msgs []any) []any {
 		nd.Set("reasoning_content", reasoning)
 		out[i] = nd
 	}
-	return out
+	return out, hits, misses
 }
 
 // callsOf reads a normalised assistant message's tool calls (arguments an

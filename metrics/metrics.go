@@ -47,6 +47,9 @@
 //	                                    or a single step is that long)
 //	scheduler_stalled                   1 while scheduler_stall_seconds exceeds the stall timeout
 //	                                    (serve --stall-timeout); /ready answers 503 meanwhile
+//	reasoning_reattached_total{outcome} assistant turns sent back without reasoning, rendered with
+//	                                    preserve_thinking on: reattached (the reasoning the server
+//	                                    kept for that reply), unknown (none kept: rendered as sent)
 //
 // The registry also carries the standard Go and process collectors: among
 // them process_resident_memory_bytes (the process's RSS, to compare with
@@ -93,7 +96,18 @@ type Metrics struct {
 	CacheLookups, CacheHits, CachedTokens, CacheInserts prometheus.Counter
 	CacheEvictions, CacheSupersedes, CacheWarmUps       prometheus.Counter
 	CacheMisses                                         *prometheus.CounterVec
+
+	// ReasoningReattached counts assistant turns that came back without
+	// their reasoning under preserve_thinking, by outcome (Reattached,
+	// Unknown).
+	ReasoningReattached *prometheus.CounterVec
 }
+
+// Reasoning re-attachment outcomes.
+const (
+	Reattached = "reattached"
+	Unknown    = "unknown"
+)
 
 // History-render outcomes.
 const (
@@ -155,6 +169,11 @@ func New() *Metrics {
 		m.PromptTokens, m.GeneratedTokens, m.Preemptions, m.HistoryRenders, m.Constrained, m.RouteDecisions, m.RouteRetries, m.RouteProbes,
 		m.CacheLookups, m.CacheHits, m.CachedTokens, m.CacheInserts, m.CacheEvictions, m.CacheSupersedes, m.CacheWarmUps, m.CacheMisses,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.ReasoningReattached = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "troupe_reasoning_reattached_total",
+		Help: "Assistant turns sent back without reasoning under preserve_thinking: reattached (the kept reasoning), unknown (none kept)."}, []string{"outcome"})
+	r.MustRegister(m.ReasoningReattached)
+	m.ReasoningReattached.WithLabelValues(Reattached)
+	m.ReasoningReattached.WithLabelValues(Unknown)
 	for _, o := range []string{Rendered, FailOpen, SkippedDense} {
 		m.HistoryRenders.WithLabelValues(o)
 	}
