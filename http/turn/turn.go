@@ -304,7 +304,9 @@ func (t *Turn) Run(emit Emit, period time.Duration, ping func() bool) bool {
 // next turn will render it with this reply in it: templates re-render
 // earlier assistant turns (and a generated reply may not re-tokenize to the
 // ids it was generated as), so the state of the last turn alone does not
-// cover it. Failed turns and tool-call turns are left alone.
+// cover it. Failed turns and tool-call turns are left alone; with boundary
+// snapshots off the runtime prepares no warm-up unless the model is known
+// to be dense-KV (troupe.Runtime.WarmUp).
 func (t *Turn) WarmUp() {
 	if t.Err != "" || !t.Request.IsChat() || !t.rt.PromptCache() || t.Calls != nil {
 		return
