@@ -2,11 +2,13 @@ package troupe
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/troupe-ai/troupe/actors"
 	"github.com/troupe-ai/troupe/chat"
+	"github.com/troupe-ai/troupe/model/checkpoint"
 )
 
 // TestShareChoices: n > 1 choices share one prefill with the prompt cache
@@ -132,6 +134,64 @@ func TestChoicesBoundarySnapshots(t *testing.T) {
 				if j.HistoryBoundary != wantBoundary {
 					t.Errorf("job %s (first %v): boundary %d, want %d", j.RequestId, first, j.HistoryBoundary, wantBoundary)
 				}
+			}
+		})
+	}
+}
+
+// TestSchedulerWarmUpsBoundarySnapshots: a warm-up job that reaches the
+// scheduler without the local preparers (a host's or a gateway's) is
+// dropped on a snapshot-reuse model with boundary snapshots off, and runs
+// otherwise.
+func TestSchedulerWarmUpsBoundarySnapshots(t *testing.T) {
+	for _, tc := range []struct {
+		arch string
+		b    actors.BoundarySnapshots
+		runs bool
+	}{
+		{"mamba", actors.BoundarySnapshotsAuto, true},
+		{"mamba", actors.BoundarySnapshotsOff, false},
+		{"llama", actors.BoundarySnapshotsOff, true},
+	} {
+		t.Run(tc.arch+"/"+tc.b.String(), func(t *testing.T) {
+			cfg, err := checkpoint.Tiny(tc.arch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg["vocab_size"] = checkpoint.ByteVocab
+			dir := t.TempDir()
+			if err := checkpoint.Write(dir, cfg, checkpoint.Options{Seed: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if err := checkpoint.WriteByteTokenizer(dir); err != nil {
+				t.Fatal(err)
+			}
+			rt, err := Start(context.Background(), Options{Model: dir, Threads: 1, Preparers: 1, KVBudget: 64 << 20, PromptCache: true,
+				BoundarySnapshots: tc.b, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rt.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			waitLoaded(ctx, t, rt)
+			rt.system.Root.Send(rt.pids.Scheduler, &actors.PrefillJob{RequestId: "warm-x", Prompt: []int32{1, 72, 105, 33, 72, 105, 33, 72, 105},
+				WarmUp: true, Sampling: &actors.SamplingParams{}})
+			deadline := time.Now().Add(5 * time.Second)
+			if !tc.runs {
+				deadline = time.Now().Add(300 * time.Millisecond) // warm-ups start 50 ms into idleness
+			}
+			var ran int64
+			for time.Now().Before(deadline) && ran == 0 {
+				st, err := rt.SchedulerStats(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ran = st.WarmUps
+				time.Sleep(10 * time.Millisecond)
+			}
+			if (ran > 0) != tc.runs {
+				t.Fatalf("%d warm-ups ran, want any: %v", ran, tc.runs)
 			}
 		})
 	}

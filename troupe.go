@@ -93,7 +93,9 @@ type Options struct {
 	// history boundary on any path (not fail-open during load, not on
 	// snapshot-reuse models), prepares no next-turn warm-up and stores no
 	// shared-prefix snapshot for n > 1 choices unless the model is known to
-	// be dense-KV. It never makes the gate looser.
+	// be dense-KV; the scheduler of a snapshot-reuse model then also
+	// ignores the boundaries of jobs prepared elsewhere (a cluster
+	// gateway's) and drops warm-ups. It never makes the gate looser.
 	BoundarySnapshots actors.BoundarySnapshots
 	// GenerationConfig says where a request's unset sampling parameters
 	// come from: GenerationConfigAuto ("" too) takes the model's
@@ -337,7 +339,8 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 	root := system.Root
 	rt.pids.Scheduler, err = root.SpawnNamed(actor.PropsFromProducer(actors.NewSchedulerActor(
 		engine.Options{StepTokens: opts.StepTokens, MaxRunning: opts.Parallel, PrefixCache: opts.PromptCache, OnCached: opts.OnCached,
-			SnapshotBudget: opts.SnapshotBudget, MaxModelLen: opts.MaxModelLen, StepStretch: opts.StepStretch}, rt.metrics, opts.Logger, rt.beat)), "scheduler-"+rt.name+"-"+uniq())
+			SnapshotBudget: opts.SnapshotBudget, MaxModelLen: opts.MaxModelLen, StepStretch: opts.StepStretch,
+			NoBoundarySnapshots: opts.BoundarySnapshots.Off()}, rt.metrics, opts.Logger, rt.beat)), "scheduler-"+rt.name+"-"+uniq())
 	if err != nil {
 		return nil, fmt.Errorf("spawn scheduler: %w", err)
 	}

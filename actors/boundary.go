@@ -18,7 +18,9 @@ import (
 // choices stores no shared-prefix snapshot point unless the model is known
 // to be dense-KV. Dense-KV prefix sharing, which needs no boundary, and the
 // snapshot a snapshot-reuse model stores at the end of a healthy generation
-// are untouched.
+// are untouched. The engine enforces it as well
+// (engine.Options.NoBoundarySnapshots), for jobs that reach a scheduler
+// prepared elsewhere, as a cluster replica's do.
 type BoundarySnapshots string
 
 // The values of BoundarySnapshots.
