@@ -267,7 +267,7 @@ func (l *dirLoader) banner(m model.Model, dev gpu.Device, pool *kvcache.Pool, to
 	l.opts.Logger.Info("model loaded", "arch", info.Arch, "params", info.Params,
 		"weights", kvcache.FormatBytes(info.WeightBytes), "dtype", info.DType.String(), "huge_pages", info.HugePages, "kernels", dev.Name(),
 		"threads", l.opts.Threads, "kv_budget", kvcache.FormatBytes(l.opts.KVBudget), "kv_pool", kv, "kv_committed", l.opts.PrefaultKV, "state_slots", pool.NumSlots(), "context", ctxLen,
-		"parallel", l.opts.Parallel, "prompt_cache", cache, "load_time", took.Round(time.Millisecond))
+		"parallel", l.opts.Parallel, "prompt_cache", cache, "boundary_snapshots", l.opts.BoundarySnapshots.String(), "load_time", took.Round(time.Millisecond))
 }
 
 // newPool sizes the KV pool from the budget: on a model that reuses

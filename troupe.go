@@ -87,6 +87,16 @@ type Options struct {
 	// PromptCache turns on prompt reuse (and with it history-boundary
 	// renders on snapshot-reuse models).
 	PromptCache bool
+	// BoundarySnapshots is the history-boundary kill switch (serve
+	// --boundary-snapshots): actors.BoundarySnapshotsAuto ("" too) leaves
+	// the capability gate to decide; actors.BoundarySnapshotsOff renders no
+	// history boundary on any path (not fail-open during load, not on
+	// snapshot-reuse models), prepares no next-turn warm-up and stores no
+	// shared-prefix snapshot for n > 1 choices unless the model is known to
+	// be dense-KV; the scheduler of a snapshot-reuse model then also
+	// ignores the boundaries of jobs prepared elsewhere (a cluster
+	// gateway's) and drops warm-ups. It never makes the gate looser.
+	BoundarySnapshots actors.BoundarySnapshots
 	// GenerationConfig says where a request's unset sampling parameters
 	// come from: GenerationConfigAuto ("" too) takes the model's
 	// recommended ones from its generation_config.json, as vLLM's
@@ -301,9 +311,13 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("troupe: generation config %q: want %q (the model's sampling defaults) or %q (the server's)",
 			opts.GenerationConfig, GenerationConfigAuto, GenerationConfigNone)
 	}
+	bs, err := actors.ParseBoundarySnapshots(string(opts.BoundarySnapshots))
+	if err != nil {
+		return nil, fmt.Errorf("troupe: %w", err)
+	}
+	opts.BoundarySnapshots = bs
 	dir := opts.Model
 	if dir == "" {
-		var err error
 		if dir, err = checkpoint.Demo(); err != nil {
 			return nil, err
 		}
@@ -324,10 +338,10 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 		rt.metrics.KVBudget.Set(float64(opts.KVBudget))
 	}
 	root := system.Root
-	var err error
 	rt.pids.Scheduler, err = root.SpawnNamed(actor.PropsFromProducer(actors.NewSchedulerActor(
 		engine.Options{StepTokens: opts.StepTokens, MaxRunning: opts.Parallel, PrefixCache: opts.PromptCache, OnCached: opts.OnCached,
-			SnapshotBudget: opts.SnapshotBudget, MaxModelLen: opts.MaxModelLen, StepStretch: opts.StepStretch}, rt.metrics, opts.Logger, rt.beat)), "scheduler-"+rt.name+"-"+uniq())
+			SnapshotBudget: opts.SnapshotBudget, MaxModelLen: opts.MaxModelLen, StepStretch: opts.StepStretch,
+			NoBoundarySnapshots: opts.BoundarySnapshots.Off()}, rt.metrics, opts.Logger, rt.beat)), "scheduler-"+rt.name+"-"+uniq())
 	if err != nil {
 		return nil, fmt.Errorf("spawn scheduler: %w", err)
 	}
@@ -338,7 +352,7 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("spawn model actor: %w", err)
 	}
 	for i := 0; i < opts.Preparers; i++ {
-		pid := root.Spawn(actor.PropsFromProducer(actors.NewRequestPreparer(rt.pids.Model, rt.metrics, opts.Logger, opts.PrepareHook)))
+		pid := root.Spawn(actor.PropsFromProducer(actors.NewRequestPreparer(rt.pids.Model, rt.metrics, opts.Logger, opts.PrepareHook, opts.BoundarySnapshots)))
 		rt.pids.Preparers = append(rt.pids.Preparers, pid)
 		rt.idle <- i
 	}
@@ -472,6 +486,10 @@ func (r *Runtime) Parallel() int { return r.opts.Parallel }
 
 // PromptCache reports whether the prompt cache is on.
 func (r *Runtime) PromptCache() bool { return r.opts.PromptCache }
+
+// BoundarySnapshots is the history-boundary kill switch in use
+// (Options.BoundarySnapshots): auto or off.
+func (r *Runtime) BoundarySnapshots() actors.BoundarySnapshots { return r.opts.BoundarySnapshots }
 
 // AdoptCapability tells a runtime without weights (Options.NoWeights) the
 // capability of the replicas it dispatches to, so its preparers render as
@@ -672,7 +690,10 @@ func textBytes(v any) int {
 // WarmUp asks, after a turn of a conversation on a snapshot-reuse model
 // finished with reply, for the history the next turn will render to be
 // prefilled from the best snapshot and stored, when the scheduler is idle.
-// It returns once the job is queued; errors only mean no warm-up.
+// It returns once the job is queued; errors only mean no warm-up. With
+// boundary snapshots off (Options.BoundarySnapshots) the preparer renders
+// nothing and the error is actors.ErrBoundarySnapshotsOff, unless the model
+// is known to be dense-KV (its warm-up fills KV pages, not a snapshot).
 func (r *Runtime) WarmUp(ctx context.Context, req *chat.Request, reply chat.Reply) error {
 	if r.opts.Dispatcher != nil {
 		return errors.New("warm-ups are not dispatched to other nodes")
@@ -683,8 +704,11 @@ func (r *Runtime) WarmUp(ctx context.Context, req *chat.Request, reply chat.Repl
 	if err != nil {
 		return err
 	}
-	if out.Err != nil || out.Job == nil {
-		return fmt.Errorf("warm-up not prepared: %v", out.Err)
+	if out.Err != nil {
+		return fmt.Errorf("warm-up not prepared: %w", out.Err)
+	}
+	if out.Job == nil {
+		return errors.New("warm-up not prepared")
 	}
 	r.system.Root.Send(r.pids.Scheduler, out.Job)
 	return nil
@@ -728,7 +752,10 @@ func (r *Runtime) Generate(ctx context.Context, req *chat.Request) (*Stream, err
 // reuse it and compute one prompt token each (whose logits start their
 // sampling). On a snapshot-reuse model that point replaces the history
 // boundary of a chat request. With the cache off every choice prefills the
-// prompt itself.
+// prompt itself, and so it does with boundary snapshots off
+// (Options.BoundarySnapshots) unless the model is known to be dense-KV: on
+// a snapshot-reuse model that point would be a boundary snapshot, while on
+// a dense-KV model it only hands the computed KV pages to the prefix cache.
 func (r *Runtime) GenerateN(ctx context.Context, req *chat.Request, n int) ([]*Stream, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("troupe: %d choices requested, need at least 1", n)
@@ -749,11 +776,12 @@ func (r *Runtime) GenerateN(ctx context.Context, req *chat.Request, n int) ([]*S
 	if r.opts.JobHook != nil {
 		r.opts.JobHook(job)
 	}
-	jobs := choiceJobs(job, n, r.opts.PromptCache)
+	share := shareChoices(r.opts.PromptCache, r.opts.BoundarySnapshots, prep.Capability)
+	jobs := choiceJobs(job, n, share)
 	streams := make([]*Stream, n)
 	var gate chan struct{}
 	var open func()
-	if n > 1 && r.opts.PromptCache {
+	if n > 1 && share {
 		gate = make(chan struct{})
 		var once sync.Once
 		open = func() { once.Do(func() { close(gate) }) }
@@ -763,6 +791,14 @@ func (r *Runtime) GenerateN(ctx context.Context, req *chat.Request, n int) ([]*S
 		streams[i] = r.stream(ctx, prep, jobs[i], gate, nil)
 	}
 	return streams, nil
+}
+
+// shareChoices says whether the n > 1 choices of a request share one
+// prefill (choiceJobs): with the prompt cache on, unless boundary snapshots
+// are off and the model, as its preparer knew it (c), may reuse by
+// snapshots, where the shared point would be a boundary snapshot.
+func shareChoices(promptCache bool, b actors.BoundarySnapshots, c actors.Capability) bool {
+	return promptCache && !b.Blocks(c)
 }
 
 // choiceJobs are the jobs of n choices of job: each its own request id and,

@@ -15,6 +15,17 @@
 // ModelActor and receives the assets and capability before it prepares
 // anything.
 //
+// BoundarySnapshots (troupe serve --boundary-snapshots) is a kill switch on
+// top of the gate, given to every preparer when it is spawned: off renders
+// no history boundary at all, not fail-open while the capability is unknown
+// and not on snapshot-reuse models (counted as history_renders_total
+// {outcome="disabled"}), and refuses next-turn warm-ups on any model not
+// known to be dense-KV (ErrBoundarySnapshotsOff). The SchedulerActor's
+// engine gets it too (engine.Options.NoBoundarySnapshots): on a snapshot
+// cache it ignores the boundaries of jobs prepared elsewhere (a cluster
+// gateway's) and drops warm-ups. It can only make the gate stricter; auto
+// is the gate alone.
+//
 // Actors own state and ordering only: preparation is chat.Assets.Prepare,
 // batching is engine.Engine. The SchedulerActor runs one engine step per
 // Step message it sends itself, so jobs, cancellations and stats queries are

@@ -18,8 +18,11 @@ type RequestPreparer struct {
 	log        *slog.Logger
 	assets     *chat.Assets
 	capability Capability
-	waiting    []waitingPrepare // requests that arrived before the assets
-	failure    error            // the model failed to load
+	// boundary is the runtime's kill switch: off renders no history
+	// boundary and prepares no snapshot warm-up, whatever the capability.
+	boundary BoundarySnapshots
+	waiting  []waitingPrepare // requests that arrived before the assets
+	failure  error            // the model failed to load
 	// hook, when set, runs before each preparation (tests inject panics).
 	hook func(*Prepare)
 }
@@ -29,10 +32,13 @@ type waitingPrepare struct {
 	sender *actor.PID
 }
 
-// NewRequestPreparer returns the actor's producer.
-func NewRequestPreparer(modelPID *actor.PID, m *metrics.Metrics, log *slog.Logger, hook func(*Prepare)) actor.Producer {
+// NewRequestPreparer returns the actor's producer. boundary is the
+// runtime's history-boundary kill switch (BoundarySnapshots; "" is auto):
+// it applies to every request the preparer answers, so no sender can make
+// the gate looser than the runtime's setting.
+func NewRequestPreparer(modelPID *actor.PID, m *metrics.Metrics, log *slog.Logger, hook func(*Prepare), boundary BoundarySnapshots) actor.Producer {
 	return func() actor.Actor {
-		return &RequestPreparer{modelPID: modelPID, metrics: m, log: log, hook: hook}
+		return &RequestPreparer{modelPID: modelPID, metrics: m, log: log, hook: hook, boundary: boundary}
 	}
 }
 
@@ -125,6 +131,14 @@ func (p *RequestPreparer) prepare(ctx actor.Context, msg *Prepare, sender *actor
 		p.hook(msg)
 	}
 	if msg.WarmUpReply != nil {
+		if p.boundary.Blocks(capability) {
+			// A warm-up on a model that may reuse by snapshots ends in a
+			// snapshot of the next turn's history: a boundary snapshot.
+			if sender != nil {
+				ctx.Send(sender, &Prepared{Assets: p.assets, Capability: capability, Err: ErrBoundarySnapshotsOff})
+			}
+			return
+		}
 		ids, err := p.assets.WarmUp(msg.Request, *msg.WarmUpReply, msg.PromptCache)
 		out := &Prepared{Assets: p.assets, Capability: capability, Err: err}
 		if err == nil {
@@ -138,18 +152,24 @@ func (p *RequestPreparer) prepare(ctx actor.Context, msg *Prepare, sender *actor
 	}
 	withBoundary := false
 	if msg.PromptCache && msg.Request.IsChat() && msg.Request.TextOnly() {
-		switch capability {
-		case CapabilityUnknownYet:
+		switch {
+		case capability == DenseKV:
+			p.metrics.HistoryRenders.WithLabelValues(metrics.SkippedDense).Inc()
+		case p.boundary.Off():
+			// auto would have rendered it (fail-open or snapshot reuse).
+			p.metrics.HistoryRenders.WithLabelValues(metrics.Disabled).Inc()
+		case capability == CapabilityUnknownYet:
 			withBoundary = true
 			p.metrics.HistoryRenders.WithLabelValues(metrics.FailOpen).Inc()
-		case SnapshotReuse:
+		case capability == SnapshotReuse:
 			withBoundary = true
 			p.metrics.HistoryRenders.WithLabelValues(metrics.Rendered).Inc()
-		case DenseKV:
-			p.metrics.HistoryRenders.WithLabelValues(metrics.SkippedDense).Inc()
 		}
 	}
 	prep, err := p.assets.PrepareWith(msg.Request, chat.PrepareOptions{Boundary: withBoundary, PromptCache: msg.PromptCache})
+	if err == nil && !withBoundary && p.boundary.Off() {
+		prep.BoundaryNote = ErrBoundarySnapshotsOff.Error()
+	}
 	out := &Prepared{Prepared: prep, Assets: p.assets, Capability: capability, Err: err}
 	if err == nil && !msg.InspectOnly {
 		out.Job = p.job(msg, prep)

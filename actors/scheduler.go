@@ -120,7 +120,9 @@ func (s *SchedulerActor) Receive(ctx actor.Context) {
 			return
 		}
 		if msg.WarmUp {
-			if s.eng != nil && s.eng.PrefixCache() && len(msg.Prompt) > 1 {
+			// Dropped while the model loads, with the prompt cache off,
+			// and on a snapshot cache with boundary snapshots off.
+			if s.eng != nil && s.eng.WarmUps() && len(msg.Prompt) > 1 {
 				if len(s.warmUps) == maxWarmUps {
 					s.warmUps = slices.Delete(s.warmUps, 0, 1)
 				}

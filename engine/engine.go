@@ -107,6 +107,14 @@ type Options struct {
 	// prefixes it publishes for routing. It runs on the engine's goroutine
 	// and must not keep tokens.
 	OnCached func(scope string, tokens []int32, snapshot bool)
+	// NoBoundarySnapshots is the history-boundary kill switch (troupe
+	// serve --boundary-snapshots off) on the engine's side, for jobs
+	// prepared elsewhere (a cluster gateway's): with the snapshot cache,
+	// a request's Boundary is ignored and WarmUps reports false. A dense-KV
+	// prefix cache keeps its boundaries (they only hand computed pages to
+	// the index), and the snapshot at the end of a healthy generation is
+	// still taken.
+	NoBoundarySnapshots bool
 }
 
 // seq is one request's progress.
@@ -250,6 +258,13 @@ func (e *Engine) SnapshotBudget() int64 {
 // PrefixCache reports whether the prefix cache (pages or snapshots) is on.
 func (e *Engine) PrefixCache() bool { return e.index != nil || e.snaps != nil }
 
+// WarmUps reports whether warm-up requests are worth running: the prompt
+// cache is on, and it is not a snapshot cache with boundary snapshots off
+// (Options.NoBoundarySnapshots), where a warm-up would be one.
+func (e *Engine) WarmUps() bool {
+	return e.PrefixCache() && !(e.snaps != nil && e.opt.NoBoundarySnapshots)
+}
+
 // ResetCache drops every cached prefix (pages of running sequences stay).
 func (e *Engine) ResetCache() {
 	if e.index != nil {
@@ -286,6 +301,9 @@ func (e *Engine) Submit(r Request) (SeqID, error) {
 		return 0, err
 	}
 	r.MaxTokens = maxTokens
+	if e.snaps != nil && e.opt.NoBoundarySnapshots {
+		r.Boundary = 0
+	}
 	e.nextID++
 	s := &seq{id: e.nextID, req: r, sampler: sample.New(r.Sample, r.Prompt), tokens: slices.Clip(slices.Clone(r.Prompt))}
 	e.waiting = append(e.waiting, s)

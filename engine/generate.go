@@ -33,7 +33,7 @@ type Request struct {
 	// others reuse. On snapshot-reuse models prefill stops exactly there
 	// once and the state is stored; on dense-KV models with the prefix cache
 	// the positions computed by then go into the index while the sequence
-	// runs on.
+	// runs on. A snapshot cache ignores it with Options.NoBoundarySnapshots.
 	Boundary int
 	// Scope restricts snapshot reuse to one conversation (prompt_cache_key);
 	// empty means any.

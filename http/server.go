@@ -486,8 +486,9 @@ func (s *Server) cluster(c *fiber.Ctx) error {
 	return c.JSON(s.cfg.Cluster(ctx))
 }
 
-// cacheStats serves GET /v1/cache/stats: the prefix cache's counters and
-// the KV pool's occupancy.
+// cacheStats serves GET /v1/cache/stats: the prefix cache's counters, the
+// KV pool's occupancy and the history-boundary switch in use
+// (boundary_snapshots: auto or off).
 func (s *Server) cacheStats(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -495,7 +496,7 @@ func (s *Server) cacheStats(c *fiber.Ctx) error {
 	if err != nil {
 		return apierr.OpenAI(c, fiber.StatusServiceUnavailable, err.Error(), "")
 	}
-	return c.JSON(cacheJSON(st))
+	return c.JSON(s.cacheJSON(st))
 }
 
 // cacheReset serves POST /v1/cache/reset.
@@ -506,12 +507,14 @@ func (s *Server) cacheReset(c *fiber.Ctx) error {
 	if err != nil {
 		return apierr.OpenAI(c, fiber.StatusServiceUnavailable, err.Error(), "")
 	}
-	return c.JSON(cacheJSON(st))
+	return c.JSON(s.cacheJSON(st))
 }
 
-func cacheJSON(st *actors.SchedulerStats) fiber.Map {
+// cacheJSON is the answer of the cache routes: the scheduler's counters and
+// the runtime's boundary-snapshot setting.
+func (s *Server) cacheJSON(st *actors.SchedulerStats) fiber.Map {
 	m := fiber.Map{
-		"enabled": st.CacheEnabled, "kind": st.CacheKind,
+		"enabled": st.CacheEnabled, "kind": st.CacheKind, "boundary_snapshots": s.rt.BoundarySnapshots().String(),
 		"pages_used": st.PagesUsed, "pages_free": st.PagesFree,
 		"lookups": st.CacheLookups, "hits": st.CacheHits, "hit_tokens": st.CacheHitTokens,
 		"cached_tokens": st.CachedTokens, "inserts": st.CacheInserts, "evictions": st.CacheEvictions,

@@ -23,7 +23,9 @@
 //	preemptions_total                   sequences preempted for KV pages and recomputed
 //	history_renders_total{outcome}      history-boundary renders by preparers: rendered
 //	                                    (snapshot-reuse model), fail_open (capability not yet
-//	                                    known), skipped_dense (dense-KV model: not rendered)
+//	                                    known), skipped_dense (dense-KV model: not rendered),
+//	                                    disabled (not rendered because of serve --boundary-snapshots
+//	                                    off: auto would have rendered it, fail-open or snapshot reuse)
 //	prompt_cache_lookups_total          prompt-cache lookups (one per admitted request and warm-up)
 //	prompt_cache_hits_total             lookups that reused at least one token
 //	prompt_cache_cached_tokens_total    prompt tokens reused, summed over requests
@@ -114,6 +116,9 @@ const (
 	Rendered     = "rendered"
 	FailOpen     = "fail_open"
 	SkippedDense = "skipped_dense"
+	// Disabled: not rendered because boundary snapshots are off, where the
+	// gate alone would have rendered it (fail-open or snapshot reuse).
+	Disabled = "disabled"
 )
 
 // New creates and registers the collectors.
@@ -142,7 +147,7 @@ func New() *Metrics {
 		GeneratedTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: "troupe_generated_tokens_total", Help: "Tokens generated."}),
 		Preemptions:     prometheus.NewCounter(prometheus.CounterOpts{Name: "troupe_preemptions_total", Help: "Sequences preempted for KV pages and recomputed."}),
 		HistoryRenders: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "troupe_history_renders_total",
-			Help: "History-boundary decisions of the request preparers: rendered, fail_open, skipped_dense."}, []string{"outcome"}),
+			Help: "History-boundary decisions of the request preparers: rendered, fail_open, skipped_dense, disabled (--boundary-snapshots off)."}, []string{"outcome"}),
 	}
 	m.Constrained = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "troupe_constrained_requests_total",
 		Help: "Requests whose output follows a grammar, by kind: json_schema, json, regex, choice, grammar, tool_calls (forced), strict_tools (calls the model opens)."}, []string{"kind"})
@@ -174,7 +179,7 @@ func New() *Metrics {
 	r.MustRegister(m.ReasoningReattached)
 	m.ReasoningReattached.WithLabelValues(Reattached)
 	m.ReasoningReattached.WithLabelValues(Unknown)
-	for _, o := range []string{Rendered, FailOpen, SkippedDense} {
+	for _, o := range []string{Rendered, FailOpen, SkippedDense, Disabled} {
 		m.HistoryRenders.WithLabelValues(o)
 	}
 	return m

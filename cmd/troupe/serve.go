@@ -16,6 +16,7 @@ import (
 	"time"
 
 	troupe "github.com/troupe-ai/troupe"
+	"github.com/troupe-ai/troupe/actors"
 	"github.com/troupe-ai/troupe/cluster/gateway"
 	"github.com/troupe-ai/troupe/cluster/node"
 	"github.com/troupe-ai/troupe/gguf"
@@ -76,6 +77,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	snapBudget := fs.String("snapshot-budget", "", "share of --kv-budget for prompt-cache snapshots on state-space and hybrid models (default: a quarter)")
 	prefaultKV := fs.Bool("kv-prefault", true, "commit the KV pool's memory at startup, as llama.cpp and vLLM do, so the first requests do not pay for page faults (false: commit it as it fills)")
 	promptCache := fs.Bool("prompt-cache", true, "reuse prompt state across requests")
+	boundary := actors.BoundarySnapshotsAuto
+	fs.Var(&boundary, "boundary-snapshots", "history-boundary snapshots, `auto|off`: auto (the default) lets the model's cache decide (rendered on state-space and hybrid models and while the model loads, never on dense-KV models); off is a kill switch: no history-boundary render on any path, and no next-turn warm-up or shared-prefix snapshot of n > 1 choices on a model that may reuse by snapshots (dense-KV prefix sharing is kept)")
 	genConfig := fs.String("generation-config", "auto", "where unset sampling parameters come from: auto (the model's generation_config.json: temperature, top_p, top_k, min_p, repetition_penalty) or none (the server's defaults; vllm is accepted for none)")
 	apiKey := fs.String("api-key", "", "required bearer token(s), comma-separated (default: none); each key sees only its own stored responses and cached prompts")
 	adminKey := fs.String("admin-key", "", "key for POST /v1/cache/reset (also accepted as an API key); with --api-key and no admin key the reset is refused")
@@ -245,7 +248,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	opts := troupe.Options{
 		Model: *dir, ServedName: *name, ChatTemplate: *tmpl, Threads: *threads, MmapWeights: *mmapWeights, Quantize: qtype, Parallel: *parallel,
-		KVBudget: budget, SnapshotBudget: snaps, PrefaultKV: *prefaultKV, StepTokens: *stepTokens, StepStretch: *stepStretch, MaxModelLen: *maxModelLen, PromptCache: *promptCache, Logger: log, LoadDelay: *loadDelay,
+		KVBudget: budget, SnapshotBudget: snaps, PrefaultKV: *prefaultKV, StepTokens: *stepTokens, StepStretch: *stepStretch, MaxModelLen: *maxModelLen, PromptCache: *promptCache, BoundarySnapshots: boundary, Logger: log, LoadDelay: *loadDelay,
 		StallTimeout: *stallTimeout, PrepareTimeout: *prepTimeout, MaxInspections: *maxInspections, GenerationConfig: *genConfig,
 		InspectMaxInput: int(inMax), InspectMaxOutput: int(outMax), LoadProgress: loadBar(stderr),
 	}
@@ -345,6 +348,8 @@ func serveUsage(fs *flag.FlagSet) {
 		"Every flag can also be set as TROUPE_<FLAG>, dashes as underscores\n"+
 		"(TROUPE_KV_BUDGET=2GiB, TROUPE_API_KEY=...); the command line wins.\n"+
 		"--host 0.0.0.0 listens on every interface (default: this machine only).\n"+
+		"--boundary-snapshots off (TROUPE_BOUNDARY_SNAPSHOTS=off) turns history-\n"+
+		"boundary renders and snapshots off everywhere; GET /v1/cache/stats shows it.\n"+
 		"Aliases: -m for --model, -c and --ctx-size for --max-model-len,\n"+
 		"--no-model for --gateway.\n"+
 		"Cluster: --cluster-provider automanaged joins the members named by\n"+

@@ -380,3 +380,73 @@ func TestServeClusterFlags(t *testing.T) {
 		t.Errorf("TROUPE_CLUSTER_PROVIDER=k8s outside a pod: error %v, want the provider's explanation", err)
 	}
 }
+
+// TestServeBoundarySnapshots: --boundary-snapshots auto|off, default from
+// TROUPE_BOUNDARY_SNAPSHOTS (the command line wins), reaches the runtime
+// (the startup banner says which applies); an invalid value, on the command
+// line or in the environment, stops serve before it starts, naming where it
+// came from; serve -h documents the flag.
+func TestServeBoundarySnapshots(t *testing.T) {
+	model := servableDir(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  string // TROUPE_BOUNDARY_SNAPSHOTS ("" is unset in effect: auto)
+		want string // the banner's boundary_snapshots, or the error's text
+		bad  bool
+	}{
+		{name: "default", want: "boundary_snapshots=auto"},
+		{name: "flag off", args: []string{"--boundary-snapshots", "off"}, want: "boundary_snapshots=off"},
+		{name: "flag auto", args: []string{"--boundary-snapshots=auto"}, want: "boundary_snapshots=auto"},
+		{name: "env off", env: "off", want: "boundary_snapshots=off"},
+		{name: "flag wins over env", args: []string{"--boundary-snapshots", "auto"}, env: "off", want: "boundary_snapshots=auto"},
+		{name: "bad flag", args: []string{"--boundary-snapshots", "maybe"}, want: `-boundary-snapshots: boundary snapshots "maybe": want "auto" or "off"`, bad: true},
+		{name: "bad env", env: "disabled", want: `TROUPE_BOUNDARY_SNAPSHOTS="disabled": boundary snapshots "disabled": want "auto" or "off"`, bad: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("TROUPE_BOUNDARY_SNAPSHOTS", tc.env)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var out, errOut syncbuf.Buffer
+			done := make(chan error, 1)
+			go func() {
+				args := append([]string{"serve", model, "--port", "0", "--threads", "1", "--kv-budget", "16MiB"}, tc.args...)
+				done <- run(ctx, args, &out, &errOut)
+			}()
+			if tc.bad {
+				if err := <-done; err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("serve: %v, want an error with %q", err, tc.want)
+				}
+				return
+			}
+			deadline := time.Now().Add(60 * time.Second)
+			for !strings.Contains(errOut.String(), `msg="model loaded"`) {
+				select {
+				case err := <-done:
+					t.Fatalf("serve ended: %v\n%s", err, errOut.String())
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no banner:\n%s", errOut.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve after shutdown: %v", err)
+			}
+			if banner := grepLine(errOut.String(), `msg="model loaded"`); !strings.Contains(banner, tc.want) {
+				t.Errorf("banner %q lacks %s", banner, tc.want)
+			}
+		})
+	}
+	var out, errOut syncbuf.Buffer
+	if err := run(context.Background(), []string{"serve", "-h"}, &out, &errOut); exitCode(err) != 0 {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"-boundary-snapshots auto|off", "TROUPE_BOUNDARY_SNAPSHOTS=off"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("serve -h lacks %q:\n%s", want, errOut.String())
+		}
+	}
+}

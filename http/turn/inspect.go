@@ -16,7 +16,8 @@ import (
 type Inputs struct {
 	Prepared *actors.Prepared
 	// Reason says why no history boundary was rendered (or why it is not a
-	// token prefix); empty when one was.
+	// token prefix); empty when one was. With boundary snapshots off
+	// (serve --boundary-snapshots off) it says so, whatever the model.
 	Reason string
 	// Reusable is how many prompt tokens the prompt cache would reuse now.
 	Reusable int
@@ -65,6 +66,8 @@ func Inspect(rt *troupe.Runtime, r *chat.Request) (*Inputs, error) {
 	switch {
 	case !rt.PromptCache():
 		in.Reason = "prompt cache off"
+	case rt.BoundarySnapshots().Off():
+		in.Reason = actors.ErrBoundarySnapshotsOff.Error()
 	case p.Capability == actors.DenseKV && !prep.BoundaryRendered:
 		in.Reason = "dense model: any common prefix is reused, no boundary needed"
 	case !prep.BoundaryRendered || prep.Boundary == 0:

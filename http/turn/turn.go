@@ -308,7 +308,8 @@ func (t *Turn) Run(emit Emit, period time.Duration, ping func() bool) bool {
 // not re-tokenize to the ids it was generated as), so the state of the
 // last turn alone does not cover it. A reply of tool calls warms up the
 // history up to its results. Failed turns and calls cut short are left
-// alone.
+// alone; with boundary snapshots off the runtime prepares no warm-up unless
+// the model is known to be dense-KV (troupe.Runtime.WarmUp).
 func (t *Turn) WarmUp() {
 	if t.Err != "" || !t.Request.IsChat() {
 		return
