@@ -67,6 +67,10 @@ type Request struct {
 	// as a format with one %d ("tools[%d].input_schema"); empty means
 	// chat completions' "tools[%d].function.parameters".
 	ToolParamsField string
+	// Breakpoints are the prefixes the client asked to keep cached
+	// (Anthropic's cache_control), at most MaxBreakpoints; Prepare resolves
+	// them to token positions (Prepared.Breakpoints).
+	Breakpoints []Breakpoint
 }
 
 // IsChat reports whether the request renders a chat template.
@@ -172,6 +176,19 @@ type Prepared struct {
 	// Plan is the structured-output constraint (grammar.Plan.Marshal),
 	// compiled once here; nil when the output is free.
 	Plan []byte
+	// Breakpoints are the request's cache breakpoints as token positions
+	// of IDs, strictly increasing, each below len(IDs), with the TTL each
+	// asked for (see Request.Breakpoints); nil when there are none.
+	Breakpoints []CachePoint
+}
+
+// CacheEnd is the highest breakpoint position (0 when there is none): the
+// prompt prefix the request asks to be written to the cache.
+func (p *Prepared) CacheEnd() int {
+	if len(p.Breakpoints) == 0 {
+		return 0
+	}
+	return p.Breakpoints[len(p.Breakpoints)-1].Pos
 }
 
 // Prepare renders and tokenizes r. withBoundary also renders the history
@@ -218,6 +235,7 @@ func (a *Assets) Prepare(r *Request, withBoundary bool) (*Prepared, error) {
 	if p.Plan, err = a.plan(r, tmpl.Source(), prompt); err != nil {
 		return nil, err
 	}
+	p.Breakpoints = a.breakpoints(tmpl, r, p.IDs)
 	switch {
 	case !withBoundary:
 		p.BoundaryNote = "not rendered"
