@@ -64,10 +64,10 @@ func TestBreakpoints(t *testing.T) {
 				{Messages: msgs(t, "["+sys+","+user+","+asst+"]")}}},
 			wants: []want{{"<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nPart one.\nPart two.<|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\n", chat.DefaultCacheTTL}}},
 		{name: "tools",
-			req: chat.Request{Messages: msgs(t, "["+user+"]"), Tools: tools, Breakpoints: []chat.Breakpoint{{Tools: tools}}},
+			req:   chat.Request{Messages: msgs(t, "["+user+"]"), Tools: tools, Breakpoints: []chat.Breakpoint{{Tools: tools}}},
 			wants: []want{{"", chat.DefaultCacheTTL}}}, // checked below: up to the first user turn
 		{name: "the last message: all but the last prompt token",
-			req: chat.Request{Messages: msgs(t, "["+user+"]"), Breakpoints: []chat.Breakpoint{{Messages: msgs(t, "["+user+"]")}}},
+			req:   chat.Request{Messages: msgs(t, "["+user+"]"), Breakpoints: []chat.Breakpoint{{Messages: msgs(t, "["+user+"]")}}},
 			wants: []want{{"<|im_start|>user\nPart one.\nPart two.<|im_end|>\n<|im_start|>assistant", chat.DefaultCacheTTL}}},
 		{name: "several, out of order, one twice",
 			req: chat.Request{Messages: msgs(t, conv), Breakpoints: []chat.Breakpoint{
