@@ -473,9 +473,17 @@ type PrefillJob struct {
 	// generated tokens must follow; empty when the output is free. The
 	// preparer has compiled it once (a bad one is refused there); the
 	// scheduler compiles it again, cached by these bytes.
-	Constraint    []byte `protobuf:"bytes,13,opt,name=constraint,proto3" json:"constraint,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Constraint []byte `protobuf:"bytes,13,opt,name=constraint,proto3" json:"constraint,omitempty"`
+	// Cache breakpoints (Anthropic's cache_control): prompt prefixes, in
+	// tokens, strictly increasing and below the prompt's length, that the
+	// scheduler keeps in the prompt cache as soon as they are computed (a
+	// snapshot at each on snapshot-reuse models; on dense-KV models the
+	// prefix's pages, pinned ahead of LRU eviction), each for the TTL at the
+	// same index of cache_ttl_seconds (0: the default, 5 minutes).
+	CacheBreakpoints []int32 `protobuf:"varint,14,rep,packed,name=cache_breakpoints,json=cacheBreakpoints,proto3" json:"cache_breakpoints,omitempty"`
+	CacheTtlSeconds  []int32 `protobuf:"varint,15,rep,packed,name=cache_ttl_seconds,json=cacheTtlSeconds,proto3" json:"cache_ttl_seconds,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PrefillJob) Reset() {
@@ -595,6 +603,20 @@ func (x *PrefillJob) GetConversation() string {
 func (x *PrefillJob) GetConstraint() []byte {
 	if x != nil {
 		return x.Constraint
+	}
+	return nil
+}
+
+func (x *PrefillJob) GetCacheBreakpoints() []int32 {
+	if x != nil {
+		return x.CacheBreakpoints
+	}
+	return nil
+}
+
+func (x *PrefillJob) GetCacheTtlSeconds() []int32 {
+	if x != nil {
+		return x.CacheTtlSeconds
 	}
 	return nil
 }
@@ -1572,7 +1594,7 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\x10presence_penalty\x18\x06 \x01(\x02R\x0fpresencePenalty\x12+\n" +
 	"\x11frequency_penalty\x18\a \x01(\x02R\x10frequencyPenalty\x12\x12\n" +
 	"\x04seed\x18\b \x01(\x04R\x04seed\x12\x19\n" +
-	"\bhas_seed\x18\t \x01(\bR\ahasSeed\"\xc6\x03\n" +
+	"\bhas_seed\x18\t \x01(\bR\ahasSeed\"\x9f\x04\n" +
 	"\n" +
 	"PrefillJob\x12\x1d\n" +
 	"\n" +
@@ -1593,7 +1615,9 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\fconversation\x18\f \x01(\tR\fconversation\x12\x1e\n" +
 	"\n" +
 	"constraint\x18\r \x01(\fR\n" +
-	"constraint\"<\n" +
+	"constraint\x12+\n" +
+	"\x11cache_breakpoints\x18\x0e \x03(\x05R\x10cacheBreakpoints\x12*\n" +
+	"\x11cache_ttl_seconds\x18\x0f \x03(\x05R\x0fcacheTtlSeconds\"<\n" +
 	"\n" +
 	"TopLogprob\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\x05R\x05token\x12\x18\n" +

@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -149,7 +150,15 @@ func (p *RequestPreparer) prepare(ctx actor.Context, msg *Prepare, sender *actor
 			p.metrics.HistoryRenders.WithLabelValues(metrics.SkippedDense).Inc()
 		}
 	}
-	prep, err := p.assets.Prepare(msg.Request, withBoundary)
+	req := msg.Request
+	if !msg.PromptCache && len(req.Breakpoints) > 0 {
+		// Nothing would keep the prefixes: no renders for them, and no
+		// cache writes reported.
+		plain := *req
+		plain.Breakpoints = nil
+		req = &plain
+	}
+	prep, err := p.assets.Prepare(req, withBoundary)
 	out := &Prepared{Prepared: prep, Assets: p.assets, Capability: capability, Err: err}
 	if err == nil && !msg.InspectOnly {
 		out.Job = p.job(msg, prep)
@@ -175,6 +184,10 @@ func (p *RequestPreparer) job(msg *Prepare, prep *chat.Prepared) *PrefillJob {
 	}
 	if !r.IgnoreEOS {
 		j.StopIds = p.assets.EOS
+	}
+	for _, bp := range prep.Breakpoints {
+		j.CacheBreakpoints = append(j.CacheBreakpoints, int32(bp.Pos))
+		j.CacheTtlSeconds = append(j.CacheTtlSeconds, int32(bp.TTL/time.Second))
 	}
 	if len(prep.Plan) > 0 && p.metrics != nil {
 		p.metrics.Constrained.WithLabelValues(r.ConstraintKind()).Inc()

@@ -182,6 +182,13 @@ func (s *SchedulerActor) submit(ctx actor.Context, j *PrefillJob, requester *act
 		Logprobs: j.Logprobs, TopLogprobs: int(j.TopLogprobs),
 		Boundary: int(j.HistoryBoundary), Scope: j.CacheScope, FitMaxTokens: j.FitMaxTokens,
 	}
+	for i, pos := range j.CacheBreakpoints {
+		bp := engine.Breakpoint{Pos: int(pos)}
+		if i < len(j.CacheTtlSeconds) {
+			bp.TTL = time.Duration(j.CacheTtlSeconds[i]) * time.Second
+		}
+		req.Breakpoints = append(req.Breakpoints, bp)
+	}
 	if len(j.Constraint) > 0 {
 		gd, err := s.guide(j)
 		if err != nil {
