@@ -41,7 +41,7 @@ func TestAnthropicCacheControlBadInput(t *testing.T) {
 		{"not an object", m, body(msgs(user(text("hi", `,"cache_control":"ephemeral"`)))), 400, "messages[0].content[0].cache_control"},
 		{"on a system block", m, body(`"system":[`+text("sys", `,"cache_control":{"type":"x"}`)+`]`, msgs(`{"role":"user","content":"hi"}`)), 400, "system[0].cache_control.type"},
 		{"on a tool", m, body(`"tools":[{"name":"f","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral","ttl":"2h"}}]`, msgs(`{"role":"user","content":"hi"}`)), 400, "tools[0].cache_control.ttl"},
-		{"inside a tool_result", m, body(msgs(user(`{"type":"tool_result","tool_use_id":"a","content":[`+text("r", `,"cache_control":[]`)+`]}`))), 400, "messages[0].content[0].content[0].cache_control"},
+		{"inside a tool_result", m, body(msgs(user(`{"type":"tool_result","tool_use_id":"a","content":[` + text("r", `,"cache_control":[]`) + `]}`))), 400, "messages[0].content[0].content[0].cache_control"},
 		{"on a thinking block", m, body(msgs(`{"role":"user","content":"hi"}`, thinking, `{"role":"user","content":"more"}`)), 400, "messages[1].content[0].cache_control"},
 		{"on a redacted_thinking block", m, body(msgs(`{"role":"user","content":"hi"}`, redacted, `{"role":"user","content":"more"}`)), 400, "redacted_thinking"},
 		{"five breakpoints", m, body(five), 400, "maximum of 4"},
