@@ -906,8 +906,12 @@ type SchedulerStats struct {
 	LastMissCommonTokens   int32  `protobuf:"varint,26,opt,name=last_miss_common_tokens,json=lastMissCommonTokens,proto3" json:"last_miss_common_tokens,omitempty"`
 	LastMissSnapshotTokens int32  `protobuf:"varint,27,opt,name=last_miss_snapshot_tokens,json=lastMissSnapshotTokens,proto3" json:"last_miss_snapshot_tokens,omitempty"`
 	WarmUps                int64  `protobuf:"varint,28,opt,name=warm_ups,json=warmUps,proto3" json:"warm_ups,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// Pins of cache breakpoints' prefixes (dense-KV prefix cache), and
+	// pinned pages evicted as a last resort (nothing unpinned was left).
+	CachePins         int64 `protobuf:"varint,29,opt,name=cache_pins,json=cachePins,proto3" json:"cache_pins,omitempty"`
+	CachePinEvictions int64 `protobuf:"varint,30,opt,name=cache_pin_evictions,json=cachePinEvictions,proto3" json:"cache_pin_evictions,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *SchedulerStats) Reset() {
@@ -1132,6 +1136,20 @@ func (x *SchedulerStats) GetLastMissSnapshotTokens() int32 {
 func (x *SchedulerStats) GetWarmUps() int64 {
 	if x != nil {
 		return x.WarmUps
+	}
+	return 0
+}
+
+func (x *SchedulerStats) GetCachePins() int64 {
+	if x != nil {
+		return x.CachePins
+	}
+	return 0
+}
+
+func (x *SchedulerStats) GetCachePinEvictions() int64 {
+	if x != nil {
+		return x.CachePinEvictions
 	}
 	return 0
 }
@@ -1640,7 +1658,7 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\"\f\n" +
 	"\n" +
-	"StatsQuery\"\xa3\b\n" +
+	"StatsQuery\"\xf2\b\n" +
 	"\x0eSchedulerStats\x12\x18\n" +
 	"\awaiting\x18\x01 \x01(\x05R\awaiting\x12\x18\n" +
 	"\arunning\x18\x02 \x01(\x05R\arunning\x12\x1d\n" +
@@ -1675,7 +1693,10 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\rmiss_diverged\x18\x19 \x01(\x03R\fmissDiverged\x125\n" +
 	"\x17last_miss_common_tokens\x18\x1a \x01(\x05R\x14lastMissCommonTokens\x129\n" +
 	"\x19last_miss_snapshot_tokens\x18\x1b \x01(\x05R\x16lastMissSnapshotTokens\x12\x19\n" +
-	"\bwarm_ups\x18\x1c \x01(\x03R\awarmUps\"\f\n" +
+	"\bwarm_ups\x18\x1c \x01(\x03R\awarmUps\x12\x1d\n" +
+	"\n" +
+	"cache_pins\x18\x1d \x01(\x03R\tcachePins\x12.\n" +
+	"\x13cache_pin_evictions\x18\x1e \x01(\x03R\x11cachePinEvictions\"\f\n" +
 	"\n" +
 	"CacheReset\"E\n" +
 	"\n" +

@@ -393,6 +393,8 @@ func (s *SchedulerActor) publish() {
 	add(m.CacheEvictions, st.CacheEvictions, last.CacheEvictions)
 	add(m.CacheSupersedes, st.SnapshotSupersedes, last.SnapshotSupersedes)
 	add(m.CacheWarmUps, st.WarmUps, last.WarmUps)
+	add(m.CachePins, st.CachePins, last.CachePins)
+	add(m.CachePinEvictions, st.CachePinEvictions, last.CachePinEvictions)
 	add(m.CacheMisses.WithLabelValues("no_candidate"), st.MissNoCandidate, last.MissNoCandidate)
 	add(m.CacheMisses.WithLabelValues("prefix_too_short"), st.MissTooShort, last.MissTooShort)
 	add(m.CacheMisses.WithLabelValues("diverged"), st.MissDiverged, last.MissDiverged)
@@ -420,7 +422,7 @@ func (s *SchedulerActor) stats() *SchedulerStats {
 		SnapshotEntries: sn.Entries, SnapshotBytes: sn.Bytes, SnapshotBudget: s.eng.SnapshotBudget(), SnapshotSupersedes: sn.Supersedes,
 		MissNoCandidate: sn.NoCandidate, MissTooShort: sn.TooShort, MissDiverged: sn.Diverged,
 		LastMissCommonTokens: int32(sn.LastDivergedAt), LastMissSnapshotTokens: int32(sn.LastDivergedOf),
-		WarmUps: st.WarmUps}
+		WarmUps: st.WarmUps, CachePins: c.Pins, CachePinEvictions: c.PinEvictions}
 }
 
 // stepTimeout bounds how long callers wait on the scheduler's answers.

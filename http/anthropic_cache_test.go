@@ -103,6 +103,14 @@ func TestAnthropicCacheControl(t *testing.T) {
 	if u := m.Usage; *u.CacheReadTokens != 0 || *u.CacheCreationTokens != bp || sum(u) != prompt {
 		t.Fatalf("first request usage %+v: want %d tokens written to the cache, none read, %d in all", u, bp, prompt)
 	}
+	_, stats := s.get(t, "/v1/cache/stats")
+	var cs struct {
+		Pins         *int64 `json:"pins"`
+		PinEvictions *int64 `json:"pin_evictions"`
+	}
+	if err := json.Unmarshal([]byte(stats), &cs); err != nil || cs.Pins == nil || *cs.Pins < 1 || cs.PinEvictions == nil {
+		t.Fatalf("/v1/cache/stats after a breakpoint: %s", stats)
+	}
 	second := req("What now?")
 	prompt = s.anthCount(t, second)
 	m = s.anthNew(t, second)

@@ -526,6 +526,7 @@ func cacheJSON(st *actors.SchedulerStats) fiber.Map {
 			"last_diverged_snapshot_tokens": st.LastMissSnapshotTokens}
 	} else {
 		m["cached_pages"], m["cached_positions"] = st.CachePages, st.CacheTokens
+		m["pins"], m["pin_evictions"] = st.CachePins, st.CachePinEvictions
 	}
 	return m
 }
