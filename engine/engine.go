@@ -319,7 +319,7 @@ func (e *Engine) drop(s *seq) {
 // worth keeping for the next turn of its conversation.
 func (e *Engine) finish(s *seq) {
 	if e.snaps != nil && s.kv.Len > 0 {
-		e.snapshot(s)
+		e.snapshot(s, false)
 	}
 	if s.req.WarmUp {
 		e.stats.WarmUps++
@@ -327,11 +327,16 @@ func (e *Engine) finish(s *seq) {
 	e.drop(s)
 }
 
-// snapshot stores the whole state of s (covering its fed tokens).
-func (e *Engine) snapshot(s *seq) {
+// snapshot stores the whole state of s (covering its fed tokens); kept
+// marks a cache breakpoint's (kvcache.SnapshotPool.PutKept).
+func (e *Engine) snapshot(s *seq, kept bool) {
 	snap, err := e.m.Snapshot(e.pool, &s.kv, s.tokens[:s.kv.Len])
 	if err == nil {
-		e.snaps.Put(snap, s.req.Scope)
+		if kept {
+			e.snaps.PutKept(snap, s.req.Scope)
+		} else {
+			e.snaps.Put(snap, s.req.Scope)
+		}
 		e.cached(s.req.Scope, s.tokens[:s.kv.Len], true)
 	}
 }
@@ -457,7 +462,7 @@ func (e *Engine) keepBreakpoints(s *seq) {
 		switch {
 		case e.snaps != nil:
 			if b.Pos == s.fed {
-				e.snapshot(s)
+				e.snapshot(s, true)
 			}
 		case e.index != nil:
 			ttl := b.TTL
@@ -659,7 +664,7 @@ func (e *Engine) Step() ([]Event, error) {
 			switch {
 			case e.snaps != nil && s.fed == s.req.Boundary:
 				s.boundary = true
-				e.snapshot(s)
+				e.snapshot(s, false)
 			case e.index != nil && s.fed >= s.req.Boundary:
 				// Dense KV: the pages computed so far go into the index now,
 				// while s runs on (it only appends past them).

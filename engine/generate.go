@@ -39,9 +39,12 @@ type Request struct {
 	// (Anthropic's cache_control), strictly increasing positions below
 	// len(Prompt); others are ignored. With the prefix cache on, each is
 	// kept as soon as it is computed: on snapshot-reuse models prefill
-	// stops exactly there and the state is stored (as at Boundary); on
-	// dense-KV models the prefix's pages go into the index, pinned ahead of
-	// LRU eviction for the breakpoint's TTL (see kvcache.Index.Pin).
+	// stops exactly there and the state is stored (as at Boundary, but
+	// never superseded: kvcache.SnapshotPool.PutKept; the TTL does not
+	// apply); on dense-KV models the prefix's pages go into the index,
+	// pinned ahead of LRU eviction for the breakpoint's TTL (see
+	// kvcache.Index.Pin). Pinned pages still give way, last of the cached
+	// ones, before a running sequence is preempted or a request waits.
 	Breakpoints []Breakpoint
 	// Scope restricts snapshot reuse to one conversation (prompt_cache_key);
 	// empty means any.

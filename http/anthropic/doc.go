@@ -59,8 +59,9 @@
 // ahead of LRU eviction for the TTL (pins give way only when nothing
 // unpinned is left to evict; see kvcache.Index.Pin), a cache hit pinning
 // again; snapshot-reuse models stop prefill at the breakpoint and store a
-// snapshot there, kept by the snapshot pool's byte budget (the TTL does not
-// apply). cache_creation_input_tokens is the prompt up to the last
+// snapshot there that later snapshots of the conversation do not
+// supersede, evicted in LRU order within the snapshot budget (the TTL does
+// not apply). cache_creation_input_tokens is the prompt up to the last
 // breakpoint less what was read from the cache (0 without breakpoints, or
 // with the prompt cache off, when breakpoints are ignored). Any prefix is
 // reused whether or not it was marked, as before; breakpoints only decide
