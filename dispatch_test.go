@@ -118,7 +118,7 @@ func TestDispatcherRuntimeWithoutWeights(t *testing.T) {
 	if !adopted {
 		t.Fatal("the preparers did not adopt the replicas' capability")
 	}
-	if err := rt.WarmUp(ctx, &chat.Request{Prompt: "x"}, "y"); err == nil {
+	if err := rt.WarmUp(ctx, &chat.Request{Prompt: "x"}, chat.Reply{Content: "y"}); err == nil {
 		t.Fatal("warm-ups are not dispatched: WarmUp must say so")
 	}
 }

@@ -208,6 +208,7 @@ type Runtime struct {
 	limits atomic.Pointer[engine.Limits]
 	// sampling are the model's sampling defaults in use (nil while loading).
 	sampling atomic.Pointer[sample.Defaults]
+	assets   atomic.Pointer[chat.Assets]
 }
 
 // InspectLimits bound one inspection request.
@@ -330,7 +331,8 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spawn scheduler: %w", err)
 	}
-	loader := &limitsLoader{Loader: &dirLoader{opts: opts}, limits: &rt.limits, sampling: &rt.sampling, maxModelLen: opts.MaxModelLen}
+	loader := &limitsLoader{Loader: &dirLoader{opts: opts}, limits: &rt.limits, sampling: &rt.sampling, assets: &rt.assets,
+		maxModelLen: opts.MaxModelLen}
 	rt.pids.Model, err = root.SpawnNamed(actor.PropsFromProducer(actors.NewModelActor(rt.name, loader, rt.pids.Scheduler, opts.Logger)), "model-"+rt.name+"-"+uniq())
 	if err != nil {
 		return nil, fmt.Errorf("spawn model actor: %w", err)
@@ -351,6 +353,7 @@ type limitsLoader struct {
 	actors.Loader
 	limits      *atomic.Pointer[engine.Limits]
 	sampling    *atomic.Pointer[sample.Defaults]
+	assets      *atomic.Pointer[chat.Assets]
 	maxModelLen int
 }
 
@@ -359,6 +362,7 @@ func (l *limitsLoader) LoadAssets(ctx context.Context) (*chat.Assets, error) {
 	if err == nil {
 		d := a.Sampling
 		l.sampling.Store(&d)
+		l.assets.Store(a)
 	}
 	return a, err
 }
@@ -448,6 +452,19 @@ func (r *Runtime) SamplingDefaults() (d sample.Defaults, ok bool) {
 		return *p, true
 	}
 	return sample.Defaults{}, false
+}
+
+// PreserveThinking is what the model's chat template does with earlier
+// turns' reasoning (probed once its files are read; ok false before) and
+// whether requests get preserve_thinking by default (the prompt cache on
+// and a template that keeps earlier reasoning).
+func (r *Runtime) PreserveThinking() (s chat.PreserveSupport, byDefault, ok bool) {
+	a := r.assets.Load()
+	if a == nil {
+		return chat.PreserveSupport{}, false, false
+	}
+	s = a.PreserveThinking(false)
+	return s, r.opts.PromptCache && s.Supported(), true
 }
 
 // Parallel is the most sequences the engine runs at once (Options.Parallel).
@@ -656,7 +673,7 @@ func textBytes(v any) int {
 // finished with reply, for the history the next turn will render to be
 // prefilled from the best snapshot and stored, when the scheduler is idle.
 // It returns once the job is queued; errors only mean no warm-up.
-func (r *Runtime) WarmUp(ctx context.Context, req *chat.Request, reply string) error {
+func (r *Runtime) WarmUp(ctx context.Context, req *chat.Request, reply chat.Reply) error {
 	if r.opts.Dispatcher != nil {
 		return errors.New("warm-ups are not dispatched to other nodes")
 	}

@@ -29,7 +29,7 @@ type Prepare struct {
 	InspectOnly bool
 	// WarmUpReply, when set, asks for a warm-up job instead: the history the
 	// next turn will share once this reply is part of the conversation.
-	WarmUpReply *string
+	WarmUpReply *chat.Reply
 }
 
 // Prepared answers Prepare.

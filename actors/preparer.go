@@ -126,7 +126,7 @@ func (p *RequestPreparer) prepare(ctx actor.Context, msg *Prepare, sender *actor
 		p.hook(msg)
 	}
 	if msg.WarmUpReply != nil {
-		ids, err := p.assets.WarmUp(msg.Request, *msg.WarmUpReply)
+		ids, err := p.assets.WarmUp(msg.Request, *msg.WarmUpReply, msg.PromptCache)
 		out := &Prepared{Assets: p.assets, Capability: capability, Err: err}
 		if err == nil {
 			out.Job = &PrefillJob{RequestId: msg.ID, Prompt: ids, WarmUp: true, CacheScope: msg.Request.CacheScope,
@@ -150,15 +150,7 @@ func (p *RequestPreparer) prepare(ctx actor.Context, msg *Prepare, sender *actor
 			p.metrics.HistoryRenders.WithLabelValues(metrics.SkippedDense).Inc()
 		}
 	}
-	req := msg.Request
-	if !msg.PromptCache && len(req.Breakpoints) > 0 {
-		// Nothing would keep the prefixes: no renders for them, and no
-		// cache writes reported.
-		plain := *req
-		plain.Breakpoints = nil
-		req = &plain
-	}
-	prep, err := p.assets.Prepare(req, withBoundary)
+	prep, err := p.assets.PrepareWith(msg.Request, chat.PrepareOptions{Boundary: withBoundary, PromptCache: msg.PromptCache})
 	out := &Prepared{Prepared: prep, Assets: p.assets, Capability: capability, Err: err}
 	if err == nil && !msg.InspectOnly {
 		out.Job = p.job(msg, prep)

@@ -56,13 +56,13 @@ type CachePoint struct {
 // in 1..len(ids)-1 (at least one token is always computed); a breakpoint
 // whose prefix cannot be rendered, or shares nothing with the prompt, is
 // dropped; two that land on one position keep the longer TTL.
-func (a *Assets) breakpoints(tmpl *templates.Template, r *Request, ids []int32) []CachePoint {
+func (a *Assets) breakpoints(tmpl *templates.Template, r *Request, ids []int32, promptCache bool) []CachePoint {
 	if len(r.Breakpoints) == 0 || len(ids) < 2 {
 		return nil
 	}
 	byPos := map[int]time.Duration{}
 	for _, b := range r.Breakpoints {
-		n, err := a.prefixLen(tmpl, r, &b, ids)
+		n, err := a.prefixLen(tmpl, r, &b, ids, promptCache)
 		if err != nil || n <= 0 {
 			continue
 		}
@@ -89,13 +89,17 @@ func (a *Assets) breakpoints(tmpl *templates.Template, r *Request, ids []int32) 
 // template writes after a message (an end-of-turn token, a think block it
 // only shows in the last turn, a generation prompt) counts only where the
 // prompt has it too. A template that refuses the placeholders is asked
-// for the prefix alone, without a generation prompt.
-func (a *Assets) prefixLen(tmpl *templates.Template, r *Request, b *Breakpoint, ids []int32) (int, error) {
-	msgs, err := a.normalize(tmpl, b.Messages)
+// for the prefix alone, without a generation prompt. The prefix's
+// messages go through what the prompt's went through (normalization, kept
+// reasoning re-attached when preserve_thinking is on), with the same
+// template variables.
+func (a *Assets) prefixLen(tmpl *templates.Template, r *Request, b *Breakpoint, ids []int32, promptCache bool) (int, error) {
+	prefix := *r
+	prefix.Messages = b.Messages
+	msgs, kwargs, _, err := a.history(tmpl, &prefix, promptCache)
 	if err != nil {
 		return 0, err
 	}
-	kwargs := thinkingKwargs(tmpl.Source(), r.Thinking, r.Kwargs)
 	render := func(msgs []any) ([]int32, error) {
 		text, err := tmpl.RenderChat(templates.ChatInput{Messages: msgs, Tools: b.Tools, Documents: r.Documents,
 			SpecialTokens: a.SpecialTokens, Kwargs: kwargs})

@@ -81,9 +81,12 @@ func TestBreakpoints(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := a.Prepare(&tc.req, false)
+			p, err := a.PrepareWith(&tc.req, chat.PrepareOptions{PromptCache: true})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if off, err := a.Prepare(&tc.req, false); err != nil || off.Breakpoints != nil {
+				t.Fatalf("with the prompt cache off: breakpoints %v, %v", off.Breakpoints, err)
 			}
 			if len(p.Breakpoints) != len(tc.wants) {
 				t.Fatalf("breakpoints %+v, want %d", p.Breakpoints, len(tc.wants))

@@ -124,8 +124,14 @@ type Assets struct {
 	// (generation_config.json); empty when the runtime ignores them.
 	Sampling sample.Defaults
 
-	shapes shapes   // each template's tool-call shape, probed on first use
-	json   jsonText // tojson, for templates that want arguments as text
+	// Memory keeps the reasoning of generated replies for re-attachment
+	// (see ReasoningMemory); nil gets the defaults on first use.
+	Memory *ReasoningMemory
+
+	shapes   shapes    // each template's tool-call shape, probed on first use
+	preserve preserves // each template's PreserveSupport, probed on first use
+	json     jsonText  // tojson, for templates that want arguments as text
+	memOnce  sync.Once
 
 	guidesOnce sync.Once
 	guides     *grammar.Guides
@@ -176,9 +182,13 @@ type Prepared struct {
 	// Plan is the structured-output constraint (grammar.Plan.Marshal),
 	// compiled once here; nil when the output is free.
 	Plan []byte
+	// PreserveThinking says the history was rendered with preserved
+	// reasoning (see PrepareWith).
+	PreserveThinking bool
 	// Breakpoints are the request's cache breakpoints as token positions
 	// of IDs, strictly increasing, each below len(IDs), with the TTL each
-	// asked for (see Request.Breakpoints); nil when there are none.
+	// asked for (see Request.Breakpoints); nil when there are none or the
+	// prompt cache is off (nothing would keep them).
 	Breakpoints []CachePoint
 }
 
@@ -191,10 +201,49 @@ func (p *Prepared) CacheEnd() int {
 	return p.Breakpoints[len(p.Breakpoints)-1].Pos
 }
 
-// Prepare renders and tokenizes r. withBoundary also renders the history
-// boundary (the conversation up to its last assistant message) and reports
-// its token length when it is a prefix of the prompt.
+// history returns r's messages normalised for tmpl (with kept reasoning
+// re-attached when preserve_thinking is on), the template variables, and
+// whether preserve_thinking is on.
+func (a *Assets) history(tmpl *templates.Template, r *Request, promptCache bool) ([]any, *templates.Dict, bool, error) {
+	msgs, err := a.normalize(tmpl, r.Messages)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	kw := thinkingKwargs(tmpl.Source(), r.Thinking, r.Kwargs)
+	sup := a.preserveSupport(tmpl)
+	preserve := preserveOn(r, sup, promptCache)
+	if preserve {
+		msgs = a.reattach(msgs)
+		if sup.Variable {
+			kw = preserveKwargs(kw)
+		}
+	}
+	return msgs, kw, preserve, nil
+}
+
+// PrepareOptions say how Prepare renders a request.
+type PrepareOptions struct {
+	// Boundary also renders the history boundary (the conversation up to
+	// its last assistant message) and reports its token length when it is
+	// a prefix of the prompt.
+	Boundary bool
+	// PromptCache says the prompt cache is on: preserve_thinking then
+	// defaults on for a template that keeps earlier reasoning.
+	PromptCache bool
+}
+
+// Prepare renders and tokenizes r with the prompt cache off (see
+// PrepareWith). withBoundary also renders the history boundary.
 func (a *Assets) Prepare(r *Request, withBoundary bool) (*Prepared, error) {
+	return a.PrepareWith(r, PrepareOptions{Boundary: withBoundary})
+}
+
+// PrepareWith renders and tokenizes r. With preserve_thinking on (the
+// request's chat_template_kwargs, else the default of PrepareOptions),
+// assistant turns that come without reasoning get the reasoning kept for
+// them (Remember) and a template that reads preserve_thinking gets it set.
+func (a *Assets) PrepareWith(r *Request, o PrepareOptions) (*Prepared, error) {
+	withBoundary := o.Boundary
 	if !r.IsChat() {
 		p := &Prepared{Prompt: r.Prompt, IDs: r.PromptIDs, BoundaryNote: "not a chat request"}
 		if p.IDs == nil {
@@ -220,22 +269,24 @@ func (a *Assets) Prepare(r *Request, withBoundary bool) (*Prepared, error) {
 	if len(r.Messages) == 0 {
 		return nil, &BadRequest{errors.New("messages must not be empty")}
 	}
-	msgs, err := a.normalize(tmpl, r.Messages)
+	msgs, kw, preserve, err := a.history(tmpl, r, o.PromptCache)
 	if err != nil {
 		return nil, err
 	}
 	in := templates.ChatInput{Messages: msgs, Tools: r.Tools, Documents: r.Documents,
-		AddGenerationPrompt: true, SpecialTokens: a.SpecialTokens, Kwargs: thinkingKwargs(tmpl.Source(), r.Thinking, r.Kwargs)}
+		AddGenerationPrompt: true, SpecialTokens: a.SpecialTokens, Kwargs: kw}
 	prompt, err := tmpl.RenderChat(in)
 	if err != nil {
 		return nil, &BadRequest{fmt.Errorf("chat template: %w", err)}
 	}
 	p := &Prepared{Prompt: prompt, IDs: a.encode(prompt), Reasoning: strings.Contains(tmpl.Source(), "<think>"),
-		Syntax: syntaxOf(tmpl.Source()).output()}
+		Syntax: syntaxOf(tmpl.Source()).output(), PreserveThinking: preserve}
 	if p.Plan, err = a.plan(r, tmpl.Source(), prompt); err != nil {
 		return nil, err
 	}
-	p.Breakpoints = a.breakpoints(tmpl, r, p.IDs)
+	if o.PromptCache { // else nothing would keep the prefixes
+		p.Breakpoints = a.breakpoints(tmpl, r, p.IDs, o.PromptCache)
+	}
 	switch {
 	case !withBoundary:
 		p.BoundaryNote = "not rendered"
@@ -266,11 +317,14 @@ func (a *Assets) encode(text string) []int32 { return a.Tokenizer.EncodeIDs(text
 
 // WarmUp renders what the next turn of r's conversation will share with
 // this one once reply is its answer: the conversation plus the reply as an
-// assistant message, followed by two different placeholder user messages;
-// the common prefix of their token ids is the history the next turn will
-// render, whatever the template does to earlier turns (qwen3 drops the think
-// block, gpt-oss rewrites the end token, Mistral moves the tools).
-func (a *Assets) WarmUp(r *Request, reply string) ([]int32, error) {
+// assistant message (its reasoning too when preserve_thinking is on, as
+// the next request will have it re-attached), followed by two different
+// placeholder messages (tool results for a reply of tool calls, else user
+// messages); the common prefix of their token ids is the history the next
+// turn will render, whatever the template does to earlier turns (qwen3
+// drops the think block, gpt-oss rewrites the end token, Mistral moves the
+// tools).
+func (a *Assets) WarmUp(r *Request, reply Reply, promptCache bool) ([]int32, error) {
 	tmpl := a.Template
 	if r.Tools != nil && a.ToolTemplate != nil {
 		tmpl = a.ToolTemplate
@@ -278,15 +332,28 @@ func (a *Assets) WarmUp(r *Request, reply string) ([]int32, error) {
 	if tmpl == nil || !r.IsChat() {
 		return nil, ErrNoTemplate
 	}
-	history, err := a.normalize(tmpl, r.Messages)
-	if err != nil {
-		return nil, err
+	if !preserveOn(r, a.preserveSupport(tmpl), promptCache) {
+		reply.Reasoning = "" // the client drops the reasoning it was shown
 	}
 	var ids [2][]int32
 	for i, placeholder := range []string{"A", "B"} {
-		msgs := append(append([]any{}, history...), message("assistant", reply), message("user", placeholder))
+		next := *r
+		next.Messages = append(append([]any{}, r.Messages...), replyMessage(reply))
+		if len(reply.Calls) == 0 {
+			next.Messages = append(next.Messages, message("user", placeholder))
+		}
+		for _, c := range reply.Calls {
+			res := message("tool", placeholder)
+			res.Set("tool_call_id", c.ID)
+			res.Set("name", c.Name)
+			next.Messages = append(next.Messages, res)
+		}
+		msgs, kw, _, err := a.history(tmpl, &next, promptCache)
+		if err != nil {
+			return nil, err
+		}
 		text, err := tmpl.RenderChat(templates.ChatInput{Messages: msgs, Tools: r.Tools, Documents: r.Documents,
-			AddGenerationPrompt: true, SpecialTokens: a.SpecialTokens, Kwargs: thinkingKwargs(tmpl.Source(), r.Thinking, r.Kwargs)})
+			AddGenerationPrompt: true, SpecialTokens: a.SpecialTokens, Kwargs: kw})
 		if err != nil {
 			return nil, err
 		}
@@ -297,6 +364,37 @@ func (a *Assets) WarmUp(r *Request, reply string) ([]int32, error) {
 		n++
 	}
 	return ids[0][:n], nil
+}
+
+// replyMessage is reply as the assistant message a client sends back
+// (content null for a reply of calls only, as OpenAI's), with its
+// reasoning.
+func replyMessage(reply Reply) *templates.Dict {
+	m := templates.NewDict(4)
+	m.Set("role", "assistant")
+	var content any = reply.Content
+	if reply.Content == "" && len(reply.Calls) > 0 {
+		content = nil
+	}
+	m.Set("content", content)
+	if len(reply.Calls) > 0 {
+		calls := make([]any, len(reply.Calls))
+		for i, c := range reply.Calls {
+			fn := templates.NewDict(2)
+			fn.Set("name", c.Name)
+			fn.Set("arguments", c.Arguments)
+			d := templates.NewDict(3)
+			d.Set("id", c.ID)
+			d.Set("type", "function")
+			d.Set("function", fn)
+			calls[i] = d
+		}
+		m.Set("tool_calls", calls)
+	}
+	if reply.Reasoning != "" {
+		m.Set("reasoning_content", reply.Reasoning)
+	}
+	return m
 }
 
 func message(role, content string) *templates.Dict {

@@ -216,7 +216,7 @@ func TestWarmUpQueueBounded(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := s.rt.WarmUp(context.Background(), &chat.Request{Messages: msgs.([]any)}, "answer"); err != nil {
+				if err := s.rt.WarmUp(context.Background(), &chat.Request{Messages: msgs.([]any)}, chat.Reply{Content: "answer"}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -278,7 +278,7 @@ func TestWarmUpYieldsToRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.rt.WarmUp(context.Background(), &chat.Request{Messages: msgs.([]any)}, "answer"); err != nil {
+	if err := s.rt.WarmUp(context.Background(), &chat.Request{Messages: msgs.([]any)}, chat.Reply{Content: "answer"}); err != nil {
 		t.Fatal(err)
 	}
 	waitRunning(t, s)

@@ -100,7 +100,13 @@ func quoteAll(names []string) []string {
 // by --max-model-len and by the KV pool) once it is loaded, and in
 // default_sampling_params which sampling parameters a request that leaves
 // them out gets from the model's generation_config.json ({}: none, the
-// server's own defaults apply) once its files are read.
+// server's own defaults apply) once its files are read, and in
+// preserve_thinking what the chat template does with earlier turns'
+// reasoning: supported (it keeps some), default (requests get
+// preserve_thinking unless they set it: the prompt cache is on), and the
+// probe's findings (template_variable: it reads preserve_thinking;
+// history: reasoning before the last user message is kept; tool_loop:
+// reasoning since it is).
 func (s *Server) models(c *fiber.Ctx) error {
 	var data []fiber.Map
 	for _, api := range *s.served.Load() {
@@ -111,6 +117,10 @@ func (s *Server) models(c *fiber.Ctx) error {
 		}
 		if d, ok := rt.SamplingDefaults(); ok {
 			m["default_sampling_params"] = d
+		}
+		if p, on, ok := rt.PreserveThinking(); ok {
+			m["preserve_thinking"] = fiber.Map{"supported": p.Supported(), "default": on,
+				"template_variable": p.Variable, "history": p.History, "tool_loop": p.ToolLoop}
 		}
 		data = append(data, m)
 	}

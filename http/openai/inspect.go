@@ -223,7 +223,7 @@ func (a *API) ApplyTemplate(c *fiber.Ctx) error {
 	if limit := a.rt.InspectLimits().MaxOutput; len(p.Prepared.Prompt) > limit {
 		return a.fail(c, tooLargeAnswer("messages", len(p.Prepared.Prompt), limit))
 	}
-	return c.JSON(fiber.Map{"prompt": p.Prepared.Prompt})
+	return c.JSON(fiber.Map{"prompt": p.Prepared.Prompt, "preserve_thinking": p.Prepared.PreserveThinking})
 }
 
 // ChatInputTokens serves POST /v1/chat/completions/input_tokens: exactly

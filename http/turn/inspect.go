@@ -108,5 +108,6 @@ func (in *Inputs) Body() map[string]any {
 		boundary["reason"] = in.Reason
 	}
 	return map[string]any{"prompt": prep.Prompt, "input_tokens": len(prep.IDs),
-		"capability": in.Prepared.Capability.String(), "history_boundary": boundary, "cached_tokens": in.Reusable}
+		"capability": in.Prepared.Capability.String(), "history_boundary": boundary, "cached_tokens": in.Reusable,
+		"preserve_thinking": prep.PreserveThinking}
 }

@@ -300,16 +300,40 @@ func (t *Turn) Run(emit Emit, period time.Duration, ping func() bool) bool {
 	}
 }
 
-// WarmUp asks for the next turn's history to be prefilled ahead, as the
-// next turn will render it with this reply in it: templates re-render
-// earlier assistant turns (and a generated reply may not re-tokenize to the
-// ids it was generated as), so the state of the last turn alone does not
-// cover it. Failed turns and tool-call turns are left alone.
+// WarmUp ends a turn for the next one: it keeps the reply's reasoning for
+// re-attachment (clients send back content and tool calls only; see
+// chat.ReasoningMemory), and asks for the next turn's history to be
+// prefilled ahead, as the next turn will render it with this reply in it:
+// templates re-render earlier assistant turns (and a generated reply may
+// not re-tokenize to the ids it was generated as), so the state of the
+// last turn alone does not cover it. A reply of tool calls warms up the
+// history up to its results. Failed turns and calls cut short are left
+// alone.
 func (t *Turn) WarmUp() {
-	if t.Err != "" || !t.Request.IsChat() || !t.rt.PromptCache() || t.Calls != nil {
+	if t.Err != "" || !t.Request.IsChat() {
 		return
 	}
-	go t.rt.WarmUp(context.Background(), t.Request, t.Content.String())
+	if t.Calls != nil && !complete(t.Calls) {
+		return
+	}
+	reply := t.Reply()
+	if a := t.Stream.Prepared.Assets; a != nil {
+		a.Remember(reply)
+	}
+	if !t.rt.PromptCache() {
+		return
+	}
+	go t.rt.WarmUp(context.Background(), t.Request, reply)
+}
+
+// Reply is the turn's answer as the conversation's next request carries
+// it back: its text, its tool calls and (kept apart) its reasoning.
+func (t *Turn) Reply() chat.Reply {
+	r := chat.Reply{Content: t.Content.String(), Reasoning: t.Reasoning.String()}
+	for _, c := range t.Calls {
+		r.Calls = append(r.Calls, chat.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	}
+	return r
 }
 
 // Queue-slot and arrival bookkeeping shared by the admission middleware and
