@@ -55,13 +55,14 @@ type CachePoint struct {
 // renders (see prefixLen). The result is strictly increasing, each position
 // in 1..len(ids)-1 (at least one token is always computed); a breakpoint
 // whose prefix cannot be rendered, or shares nothing with the prompt, is
-// dropped; two that land on one position keep the longer TTL.
+// dropped; two that land on one position keep the longer TTL. Only the
+// first MaxBreakpoints are resolved (the APIs refuse more).
 func (a *Assets) breakpoints(tmpl *templates.Template, r *Request, ids []int32, promptCache bool) []CachePoint {
 	if len(r.Breakpoints) == 0 || len(ids) < 2 {
 		return nil
 	}
 	byPos := map[int]time.Duration{}
-	for _, b := range r.Breakpoints {
+	for _, b := range r.Breakpoints[:min(len(r.Breakpoints), MaxBreakpoints)] {
 		n, err := a.prefixLen(tmpl, r, &b, ids, promptCache)
 		if err != nil || n <= 0 {
 			continue
