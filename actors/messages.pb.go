@@ -473,9 +473,17 @@ type PrefillJob struct {
 	// generated tokens must follow; empty when the output is free. The
 	// preparer has compiled it once (a bad one is refused there); the
 	// scheduler compiles it again, cached by these bytes.
-	Constraint    []byte `protobuf:"bytes,13,opt,name=constraint,proto3" json:"constraint,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Constraint []byte `protobuf:"bytes,13,opt,name=constraint,proto3" json:"constraint,omitempty"`
+	// Cache breakpoints (Anthropic's cache_control): prompt prefixes, in
+	// tokens, strictly increasing and below the prompt's length, that the
+	// scheduler keeps in the prompt cache as soon as they are computed (a
+	// snapshot at each on snapshot-reuse models; on dense-KV models the
+	// prefix's pages, pinned ahead of LRU eviction), each for the TTL at the
+	// same index of cache_ttl_seconds (0: the default, 5 minutes).
+	CacheBreakpoints []int32 `protobuf:"varint,14,rep,packed,name=cache_breakpoints,json=cacheBreakpoints,proto3" json:"cache_breakpoints,omitempty"`
+	CacheTtlSeconds  []int32 `protobuf:"varint,15,rep,packed,name=cache_ttl_seconds,json=cacheTtlSeconds,proto3" json:"cache_ttl_seconds,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PrefillJob) Reset() {
@@ -595,6 +603,20 @@ func (x *PrefillJob) GetConversation() string {
 func (x *PrefillJob) GetConstraint() []byte {
 	if x != nil {
 		return x.Constraint
+	}
+	return nil
+}
+
+func (x *PrefillJob) GetCacheBreakpoints() []int32 {
+	if x != nil {
+		return x.CacheBreakpoints
+	}
+	return nil
+}
+
+func (x *PrefillJob) GetCacheTtlSeconds() []int32 {
+	if x != nil {
+		return x.CacheTtlSeconds
 	}
 	return nil
 }
@@ -884,8 +906,12 @@ type SchedulerStats struct {
 	LastMissCommonTokens   int32  `protobuf:"varint,26,opt,name=last_miss_common_tokens,json=lastMissCommonTokens,proto3" json:"last_miss_common_tokens,omitempty"`
 	LastMissSnapshotTokens int32  `protobuf:"varint,27,opt,name=last_miss_snapshot_tokens,json=lastMissSnapshotTokens,proto3" json:"last_miss_snapshot_tokens,omitempty"`
 	WarmUps                int64  `protobuf:"varint,28,opt,name=warm_ups,json=warmUps,proto3" json:"warm_ups,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// Pins of cache breakpoints' prefixes (dense-KV prefix cache), and
+	// pinned pages evicted as a last resort (nothing unpinned was left).
+	CachePins         int64 `protobuf:"varint,29,opt,name=cache_pins,json=cachePins,proto3" json:"cache_pins,omitempty"`
+	CachePinEvictions int64 `protobuf:"varint,30,opt,name=cache_pin_evictions,json=cachePinEvictions,proto3" json:"cache_pin_evictions,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *SchedulerStats) Reset() {
@@ -1110,6 +1136,20 @@ func (x *SchedulerStats) GetLastMissSnapshotTokens() int32 {
 func (x *SchedulerStats) GetWarmUps() int64 {
 	if x != nil {
 		return x.WarmUps
+	}
+	return 0
+}
+
+func (x *SchedulerStats) GetCachePins() int64 {
+	if x != nil {
+		return x.CachePins
+	}
+	return 0
+}
+
+func (x *SchedulerStats) GetCachePinEvictions() int64 {
+	if x != nil {
+		return x.CachePinEvictions
 	}
 	return 0
 }
@@ -1572,7 +1612,7 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\x10presence_penalty\x18\x06 \x01(\x02R\x0fpresencePenalty\x12+\n" +
 	"\x11frequency_penalty\x18\a \x01(\x02R\x10frequencyPenalty\x12\x12\n" +
 	"\x04seed\x18\b \x01(\x04R\x04seed\x12\x19\n" +
-	"\bhas_seed\x18\t \x01(\bR\ahasSeed\"\xc6\x03\n" +
+	"\bhas_seed\x18\t \x01(\bR\ahasSeed\"\x9f\x04\n" +
 	"\n" +
 	"PrefillJob\x12\x1d\n" +
 	"\n" +
@@ -1593,7 +1633,9 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\fconversation\x18\f \x01(\tR\fconversation\x12\x1e\n" +
 	"\n" +
 	"constraint\x18\r \x01(\fR\n" +
-	"constraint\"<\n" +
+	"constraint\x12+\n" +
+	"\x11cache_breakpoints\x18\x0e \x03(\x05R\x10cacheBreakpoints\x12*\n" +
+	"\x11cache_ttl_seconds\x18\x0f \x03(\x05R\x0fcacheTtlSeconds\"<\n" +
 	"\n" +
 	"TopLogprob\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\x05R\x05token\x12\x18\n" +
@@ -1616,7 +1658,7 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\"\f\n" +
 	"\n" +
-	"StatsQuery\"\xa3\b\n" +
+	"StatsQuery\"\xf2\b\n" +
 	"\x0eSchedulerStats\x12\x18\n" +
 	"\awaiting\x18\x01 \x01(\x05R\awaiting\x12\x18\n" +
 	"\arunning\x18\x02 \x01(\x05R\arunning\x12\x1d\n" +
@@ -1651,7 +1693,10 @@ const file_actors_messages_proto_rawDesc = "" +
 	"\rmiss_diverged\x18\x19 \x01(\x03R\fmissDiverged\x125\n" +
 	"\x17last_miss_common_tokens\x18\x1a \x01(\x05R\x14lastMissCommonTokens\x129\n" +
 	"\x19last_miss_snapshot_tokens\x18\x1b \x01(\x05R\x16lastMissSnapshotTokens\x12\x19\n" +
-	"\bwarm_ups\x18\x1c \x01(\x03R\awarmUps\"\f\n" +
+	"\bwarm_ups\x18\x1c \x01(\x03R\awarmUps\x12\x1d\n" +
+	"\n" +
+	"cache_pins\x18\x1d \x01(\x03R\tcachePins\x12.\n" +
+	"\x13cache_pin_evictions\x18\x1e \x01(\x03R\x11cachePinEvictions\"\f\n" +
 	"\n" +
 	"CacheReset\"E\n" +
 	"\n" +

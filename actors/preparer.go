@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -199,6 +200,10 @@ func (p *RequestPreparer) job(msg *Prepare, prep *chat.Prepared) *PrefillJob {
 	}
 	if !r.IgnoreEOS {
 		j.StopIds = p.assets.EOS
+	}
+	for _, bp := range prep.Breakpoints {
+		j.CacheBreakpoints = append(j.CacheBreakpoints, int32(bp.Pos))
+		j.CacheTtlSeconds = append(j.CacheTtlSeconds, int32(bp.TTL/time.Second))
 	}
 	if len(prep.Plan) > 0 && p.metrics != nil {
 		p.metrics.Constrained.WithLabelValues(r.ConstraintKind()).Inc()

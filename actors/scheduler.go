@@ -194,6 +194,13 @@ func (s *SchedulerActor) submit(ctx actor.Context, j *PrefillJob, requester *act
 		Logprobs: j.Logprobs, TopLogprobs: int(j.TopLogprobs),
 		Boundary: int(j.HistoryBoundary), Scope: j.CacheScope, FitMaxTokens: j.FitMaxTokens,
 	}
+	for i, pos := range j.CacheBreakpoints {
+		bp := engine.Breakpoint{Pos: int(pos)}
+		if i < len(j.CacheTtlSeconds) {
+			bp.TTL = time.Duration(j.CacheTtlSeconds[i]) * time.Second
+		}
+		req.Breakpoints = append(req.Breakpoints, bp)
+	}
 	if len(j.Constraint) > 0 {
 		gd, err := s.guide(j)
 		if err != nil {
@@ -457,6 +464,8 @@ func (s *SchedulerActor) publish() {
 	add(m.CacheEvictions, st.CacheEvictions, last.CacheEvictions)
 	add(m.CacheSupersedes, st.SnapshotSupersedes, last.SnapshotSupersedes)
 	add(m.CacheWarmUps, st.WarmUps, last.WarmUps)
+	add(m.CachePins, st.CachePins, last.CachePins)
+	add(m.CachePinEvictions, st.CachePinEvictions, last.CachePinEvictions)
 	add(m.CacheMisses.WithLabelValues("no_candidate"), st.MissNoCandidate, last.MissNoCandidate)
 	add(m.CacheMisses.WithLabelValues("prefix_too_short"), st.MissTooShort, last.MissTooShort)
 	add(m.CacheMisses.WithLabelValues("diverged"), st.MissDiverged, last.MissDiverged)
@@ -484,7 +493,7 @@ func (s *SchedulerActor) stats() *SchedulerStats {
 		SnapshotEntries: sn.Entries, SnapshotBytes: sn.Bytes, SnapshotBudget: s.eng.SnapshotBudget(), SnapshotSupersedes: sn.Supersedes,
 		MissNoCandidate: sn.NoCandidate, MissTooShort: sn.TooShort, MissDiverged: sn.Diverged,
 		LastMissCommonTokens: int32(sn.LastDivergedAt), LastMissSnapshotTokens: int32(sn.LastDivergedOf),
-		WarmUps: st.WarmUps}
+		WarmUps: st.WarmUps, CachePins: c.Pins, CachePinEvictions: c.PinEvictions}
 }
 
 // stepTimeout bounds how long callers wait on the scheduler's answers.

@@ -67,6 +67,10 @@ type Request struct {
 	// as a format with one %d ("tools[%d].input_schema"); empty means
 	// chat completions' "tools[%d].function.parameters".
 	ToolParamsField string
+	// Breakpoints are the prefixes the client asked to keep cached
+	// (Anthropic's cache_control), at most MaxBreakpoints; Prepare resolves
+	// them to token positions (Prepared.Breakpoints).
+	Breakpoints []Breakpoint
 }
 
 // IsChat reports whether the request renders a chat template.
@@ -184,6 +188,20 @@ type Prepared struct {
 	// them, and those that had none kept.
 	PreserveThinking    bool
 	Reattached, Unknown int
+	// Breakpoints are the request's cache breakpoints as token positions
+	// of IDs, strictly increasing, each below len(IDs), with the TTL each
+	// asked for (see Request.Breakpoints); nil when there are none or the
+	// prompt cache is off (nothing would keep them).
+	Breakpoints []CachePoint
+}
+
+// CacheEnd is the highest breakpoint position (0 when there is none): the
+// prompt prefix the request asks to be written to the cache.
+func (p *Prepared) CacheEnd() int {
+	if len(p.Breakpoints) == 0 {
+		return 0
+	}
+	return p.Breakpoints[len(p.Breakpoints)-1].Pos
 }
 
 // history returns r's messages normalised for tmpl (with kept reasoning
@@ -277,6 +295,9 @@ func (a *Assets) PrepareWith(r *Request, o PrepareOptions) (*Prepared, error) {
 		Syntax: syntaxOf(tmpl.Source()).output(), PreserveThinking: h.preserve, Reattached: h.reattached, Unknown: h.unknown}
 	if p.Plan, err = a.plan(r, tmpl.Source(), prompt); err != nil {
 		return nil, err
+	}
+	if o.PromptCache { // else nothing would keep the prefixes
+		p.Breakpoints = a.breakpoints(tmpl, r, p.IDs, o.PromptCache)
 	}
 	switch {
 	case !withBoundary:

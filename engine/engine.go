@@ -131,6 +131,7 @@ type seq struct {
 	admitted  bool
 	cached    int  // prompt tokens taken from the prefix cache at admission
 	boundary  bool // the history-boundary snapshot was taken
+	bp        int  // the next of req.Breakpoints not yet kept
 	// The constraint's mask for the coming token (masked: there is one)
 	// and its refusal of the last token, if any.
 	mask     grammar.Mask
@@ -224,7 +225,7 @@ func New(m model.Model, dev gpu.Device, pool *kvcache.Pool, opt Options) *Engine
 		}
 		e.snaps = kvcache.NewSnapshotPool(budget)
 	default:
-		e.index = kvcache.NewIndex(pool)
+		e.index = kvcache.NewIndexClock(pool, opt.Now)
 	}
 	return e
 }
@@ -304,6 +305,7 @@ func (e *Engine) Submit(r Request) (SeqID, error) {
 	if e.snaps != nil && e.opt.NoBoundarySnapshots {
 		r.Boundary = 0
 	}
+	r.Breakpoints = validBreakpoints(r.Breakpoints, len(r.Prompt))
 	e.nextID++
 	s := &seq{id: e.nextID, req: r, sampler: sample.New(r.Sample, r.Prompt), tokens: slices.Clip(slices.Clone(r.Prompt))}
 	e.waiting = append(e.waiting, s)
@@ -335,7 +337,7 @@ func (e *Engine) drop(s *seq) {
 // worth keeping for the next turn of its conversation.
 func (e *Engine) finish(s *seq) {
 	if e.snaps != nil && s.kv.Len > 0 {
-		e.snapshot(s)
+		e.snapshot(s, false)
 	}
 	if s.req.WarmUp {
 		e.stats.WarmUps++
@@ -343,11 +345,16 @@ func (e *Engine) finish(s *seq) {
 	e.drop(s)
 }
 
-// snapshot stores the whole state of s (covering its fed tokens).
-func (e *Engine) snapshot(s *seq) {
+// snapshot stores the whole state of s (covering its fed tokens); kept
+// marks a cache breakpoint's (kvcache.SnapshotPool.PutKept).
+func (e *Engine) snapshot(s *seq, kept bool) {
 	snap, err := e.m.Snapshot(e.pool, &s.kv, s.tokens[:s.kv.Len])
 	if err == nil {
-		e.snaps.Put(snap, s.req.Scope)
+		if kept {
+			e.snaps.PutKept(snap, s.req.Scope)
+		} else {
+			e.snaps.Put(snap, s.req.Scope)
+		}
 		e.cached(s.req.Scope, s.tokens[:s.kv.Len], true)
 	}
 }
@@ -430,6 +437,62 @@ func (e *Engine) restore(s *seq) int {
 		return 0
 	}
 	return kv.Len
+}
+
+// validBreakpoints keeps the breakpoints inside the prompt (1..n-1) that
+// rise strictly.
+func validBreakpoints(bps []Breakpoint, n int) []Breakpoint {
+	var out []Breakpoint
+	last := 0
+	for _, b := range bps {
+		if b.Pos > last && b.Pos < n {
+			out = append(out, b)
+			last = b.Pos
+		}
+	}
+	return out
+}
+
+// nextBreakpoint is the position of the first breakpoint of s past its fed
+// tokens (0 when none).
+func (s *seq) nextBreakpoint() int {
+	for _, b := range s.req.Breakpoints[s.bp:] {
+		if b.Pos > s.fed {
+			return b.Pos
+		}
+	}
+	return 0
+}
+
+// keepBreakpoints keeps the prefixes of the breakpoints s has now computed
+// (see Request.Breakpoints): a snapshot at each on snapshot-reuse models
+// (prefill stopped there; one passed by a restored snapshot is already
+// covered by it), and on dense-KV models the prefix's pages inserted into
+// the index and pinned for the breakpoint's TTL. Pinning again a prefix
+// that was reused extends its pin, as a cache hit refreshes Anthropic's.
+func (e *Engine) keepBreakpoints(s *seq) {
+	for s.bp < len(s.req.Breakpoints) {
+		b := s.req.Breakpoints[s.bp]
+		if b.Pos > s.fed {
+			return
+		}
+		s.bp++
+		switch {
+		case e.snaps != nil:
+			if b.Pos == s.fed {
+				e.snapshot(s, true)
+			}
+		case e.index != nil:
+			ttl := b.TTL
+			if ttl <= 0 {
+				ttl = DefaultCacheTTL
+			}
+			prefix := s.tokens[:b.Pos]
+			e.index.Insert(prefix, s.kv.Pages[:e.pool.PagesFor(b.Pos)], s.req.Scope)
+			e.index.Pin(prefix, s.req.Scope, e.opt.Now().Add(ttl))
+			e.cached(s.req.Scope, prefix, false)
+		}
+	}
 }
 
 // Idle reports whether there is nothing to step.
@@ -619,7 +682,7 @@ func (e *Engine) Step() ([]Event, error) {
 			switch {
 			case e.snaps != nil && s.fed == s.req.Boundary:
 				s.boundary = true
-				e.snapshot(s)
+				e.snapshot(s, false)
 			case e.index != nil && s.fed >= s.req.Boundary:
 				// Dense KV: the pages computed so far go into the index now,
 				// while s runs on (it only appends past them).
@@ -627,6 +690,7 @@ func (e *Engine) Step() ([]Event, error) {
 				e.donate(s)
 			}
 		}
+		e.keepBreakpoints(s)
 		if s.fed <= len(s.req.Prompt) {
 			e.stats.PromptTokens += int64(len(b.Tokens))
 		}
@@ -773,6 +837,9 @@ func (e *Engine) prefill(s *seq, budget int, preempt bool) int {
 	n := min(budget, len(s.tokens)-s.fed)
 	if b := s.req.Boundary; e.snaps != nil && !s.boundary && s.fed < b && b < len(s.tokens) && s.fed+n > b {
 		n = b - s.fed // stop exactly at the history boundary to snapshot it
+	}
+	if b := s.nextBreakpoint(); e.snaps != nil && b > 0 && s.fed+n > b {
+		n = b - s.fed // and at each cache breakpoint
 	}
 	if !e.reserve(s, s.fed+n, preempt) {
 		// Take what the pages s holds, free pages and evictable cached

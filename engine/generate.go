@@ -35,6 +35,17 @@ type Request struct {
 	// the positions computed by then go into the index while the sequence
 	// runs on. A snapshot cache ignores it with Options.NoBoundarySnapshots.
 	Boundary int
+	// Breakpoints are prompt prefixes the client asked to keep cached
+	// (Anthropic's cache_control), strictly increasing positions below
+	// len(Prompt); others are ignored. With the prefix cache on, each is
+	// kept as soon as it is computed: on snapshot-reuse models prefill
+	// stops exactly there and the state is stored (as at Boundary, but
+	// never superseded: kvcache.SnapshotPool.PutKept; the TTL does not
+	// apply); on dense-KV models the prefix's pages go into the index,
+	// pinned ahead of LRU eviction for the breakpoint's TTL (see
+	// kvcache.Index.Pin). Pinned pages still give way, last of the cached
+	// ones, before a running sequence is preempted or a request waits.
+	Breakpoints []Breakpoint
 	// Scope restricts snapshot reuse to one conversation (prompt_cache_key);
 	// empty means any.
 	Scope string
@@ -51,6 +62,17 @@ type Request struct {
 	// whose mask is empty ends the sequence (FinishStop, no token).
 	Constraint Constraint
 }
+
+// Breakpoint is a prompt prefix to keep cached: its first Pos tokens, for
+// TTL (0 means DefaultCacheTTL).
+type Breakpoint struct {
+	Pos int
+	TTL time.Duration
+}
+
+// DefaultCacheTTL is how long a breakpoint's prefix stays pinned when it
+// names no TTL.
+const DefaultCacheTTL = 5 * time.Minute
 
 // Constraint is a per-sequence token filter (grammar.Guide).
 type Constraint interface {

@@ -529,6 +529,7 @@ func (s *Server) cacheJSON(st *actors.SchedulerStats) fiber.Map {
 			"last_diverged_snapshot_tokens": st.LastMissSnapshotTokens}
 	} else {
 		m["cached_pages"], m["cached_positions"] = st.CachePages, st.CacheTokens
+		m["pins"], m["pin_evictions"] = st.CachePins, st.CachePinEvictions
 	}
 	return m
 }

@@ -17,4 +17,14 @@
 // separately, for the caller to copy on write (CopyPage). Insert keeps one
 // reference per node and reuses nodes already cached. Evict frees
 // least-recently-used leaves whose page only the index holds.
+//
+// Pin keeps a cached prefix ahead of that LRU order until a given time: the
+// prompt-cache breakpoints a client asks for (Anthropic's cache_control,
+// 5 minutes or 1 hour) are inserted as soon as they are computed and
+// pinned. Evict takes unpinned and expired pages first, least recently used
+// first; only when nothing else is evictable does it take pinned pages, the
+// pin that ends first first (counted as IndexStats.PinEvictions), so a pin
+// never makes an allocation fail that would otherwise succeed and never
+// wedges the scheduler. Pinning again extends a pin. Pins are timed by the
+// clock given to NewIndexClock (time.Now by default), so tests inject one.
 package kvcache

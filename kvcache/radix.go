@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"encoding/binary"
 	"fmt"
+	"time"
 )
 
 // Index maps token-id prefixes to KV pages of a Pool, page-granular: a radix
@@ -17,11 +18,16 @@ import (
 // the conversations (prompt_cache_key) of one tenant share every common
 // prefix. Eviction is one LRU order across all tenants.
 //
+// Prefixes may be pinned until a time (see Pin): eviction takes them only
+// after every unpinned page, so that they survive LRU pressure, but still
+// takes them rather than let an allocation fail.
+//
 // Like the Pool, an Index has no locking: whoever owns the pool owns it.
 type Index struct {
 	pool  *Pool
 	roots map[string]*node // by tenant; a root has no page and is dropped when empty
 	clock uint64           // monotonic access clock for LRU
+	now   func() time.Time // wall clock for pins
 
 	nodes, tokens int
 	lookups       int64
@@ -30,6 +36,8 @@ type Index struct {
 	inserts       int64
 	insertedPages int64
 	evictions     int64
+	pins          int64
+	pinEvictions  int64
 
 	buf []byte // scratch for map keys
 }
@@ -41,7 +49,8 @@ type node struct {
 	mapKey   string  // key under which parent.children holds this node (a root: its tenant)
 	key      []int32 // token ids of the positions this page holds (1..PageSize)
 	page     int32
-	last     uint64 // access clock of the last lookup hit or insert through this node
+	last     uint64    // access clock of the last lookup hit or insert through this node
+	pinned   time.Time // kept ahead of LRU eviction until then (zero: not pinned)
 	children map[string]*node
 }
 
@@ -56,11 +65,20 @@ type IndexStats struct {
 	Inserts       int64 // Insert calls
 	InsertedPages int64 // nodes (pages) added by inserts
 	Evictions     int64 // pages evicted by Evict
+	Pins          int64 // Pin calls that pinned something
+	PinEvictions  int64 // pages evicted while still pinned (nothing else was left)
 }
 
-// NewIndex returns an empty prefix index over the pages of pool.
-func NewIndex(pool *Pool) *Index {
-	return &Index{pool: pool, roots: map[string]*node{}}
+// NewIndex returns an empty prefix index over the pages of pool, timing
+// pins by time.Now.
+func NewIndex(pool *Pool) *Index { return NewIndexClock(pool, nil) }
+
+// NewIndexClock is NewIndex timing pins by now (nil means time.Now).
+func NewIndexClock(pool *Pool, now func() time.Time) *Index {
+	if now == nil {
+		now = time.Now
+	}
+	return &Index{pool: pool, roots: map[string]*node{}, now: now}
 }
 
 // root returns tenant's root, creating it when create is set (nil
@@ -214,6 +232,9 @@ func (x *Index) Insert(tokens []int32, pages []int32, scope string) {
 		x.insertedPages++
 		for _, s := range n.children {
 			if len(s.key) < len(chunk) && commonPrefix(s.key, chunk) == len(s.key) {
+				if s.pinned.After(c.pinned) {
+					c.pinned = s.pinned // the pin covers the page that replaces it
+				}
 				x.remove(s) // a partial page subsumed by the new one
 			}
 		}
@@ -222,24 +243,58 @@ func (x *Index) Insert(tokens []int32, pages []int32, scope string) {
 	x.touch(n)
 }
 
-// Evict drops least-recently-used leaves whose page only the index holds
-// (reference count 1) until at least n pages are free in the pool or
-// nothing more is evictable, and returns how many pages it freed. A parent
-// becomes evictable once its children are gone. A page someone else holds
-// (a running sequence, a Lookup caller) is never evicted, nor are its
-// ancestors.
+// Pin keeps the cached prefix of tokens under scope's tenant (as far as
+// Lookup would match it) ahead of LRU eviction until until: Evict takes a
+// pinned page only when no unpinned (or expired) page is left, the one
+// whose pin ends first first. Pinning again extends a pin, never shortens
+// it. Pin counts as a use of the prefix for the LRU order. It returns how
+// many leading tokens it pinned (0 when none are cached).
+func (x *Index) Pin(tokens []int32, scope string, until time.Time) int {
+	tenant, _ := SplitScope(scope)
+	n := x.root(tenant, false)
+	if n == nil {
+		return 0
+	}
+	pages, last, best, partialLen := x.match(tokens, scope)
+	if len(pages)+partialLen == 0 {
+		return 0
+	}
+	x.pins++
+	x.clock++
+	x.touch(last)
+	ps := x.pool.pageSize
+	for i := range pages {
+		n = n.children[string(x.mapKey(tokens[i*ps:(i+1)*ps]))]
+		if until.After(n.pinned) {
+			n.pinned = until
+		}
+	}
+	if best != nil && until.After(best.pinned) {
+		best.pinned = until
+	}
+	return len(pages)*ps + partialLen
+}
+
+// Evict drops leaves whose page only the index holds (reference count 1)
+// until at least n pages are free in the pool or nothing more is
+// evictable, and returns how many pages it freed: least recently used
+// first among the unpinned ones (pins that have expired count as none),
+// then, as a last resort rather than let an allocation fail, the pinned
+// ones, the pin that ends first first. A parent becomes evictable once its
+// children are gone. A page someone else holds (a running sequence, a
+// Lookup caller) is never evicted, nor are its ancestors.
 func (x *Index) Evict(n int) int {
 	if x.pool.FreePages() >= n {
 		return 0
 	}
-	var h lruHeap
+	h := lruHeap{now: x.now()}
 	var walk func(*node)
 	walk = func(v *node) {
 		for _, c := range v.children {
 			walk(c)
 		}
 		if x.evictable(v) {
-			h = append(h, v)
+			h.nodes = append(h.nodes, v)
 		}
 	}
 	for _, r := range x.roots {
@@ -250,6 +305,9 @@ func (x *Index) Evict(n int) int {
 	for x.pool.FreePages() < n && h.Len() > 0 {
 		v := heap.Pop(&h).(*node)
 		p := v.parent
+		if v.pinned.After(h.now) {
+			x.pinEvictions++
+		}
 		x.remove(v)
 		x.evictions++
 		freed++
@@ -317,6 +375,8 @@ func (x *Index) Stats() IndexStats {
 		Inserts:       x.inserts,
 		InsertedPages: x.insertedPages,
 		Evictions:     x.evictions,
+		Pins:          x.pins,
+		PinEvictions:  x.pinEvictions,
 	}
 }
 
@@ -399,22 +459,32 @@ func commonPrefix(a, b []int32) int {
 	return n
 }
 
-// lruHeap orders evictable nodes by last access, oldest first (page id
-// breaks ties, for determinism).
-type lruHeap []*node
-
-func (h lruHeap) Len() int { return len(h) }
-func (h lruHeap) Less(i, j int) bool {
-	if h[i].last != h[j].last {
-		return h[i].last < h[j].last
-	}
-	return h[i].page < h[j].page
+// lruHeap orders evictable nodes for eviction: those not pinned at now
+// first, by last access, oldest first; then the pinned ones, the pin that
+// ends first first (page id breaks ties, for determinism).
+type lruHeap struct {
+	nodes []*node
+	now   time.Time
 }
-func (h lruHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *lruHeap) Push(v any)   { *h = append(*h, v.(*node)) }
+
+func (h *lruHeap) Len() int { return len(h.nodes) }
+func (h *lruHeap) Less(i, j int) bool {
+	a, b := h.nodes[i], h.nodes[j]
+	pa, pb := a.pinned.After(h.now), b.pinned.After(h.now)
+	switch {
+	case pa != pb:
+		return pb
+	case pa && !a.pinned.Equal(b.pinned):
+		return a.pinned.Before(b.pinned)
+	case a.last != b.last:
+		return a.last < b.last
+	}
+	return a.page < b.page
+}
+func (h *lruHeap) Swap(i, j int) { h.nodes[i], h.nodes[j] = h.nodes[j], h.nodes[i] }
+func (h *lruHeap) Push(v any)    { h.nodes = append(h.nodes, v.(*node)) }
 func (h *lruHeap) Pop() any {
-	old := *h
-	v := old[len(old)-1]
-	*h = old[:len(old)-1]
+	v := h.nodes[len(h.nodes)-1]
+	h.nodes = h.nodes[:len(h.nodes)-1]
 	return v
 }

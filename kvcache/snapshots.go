@@ -44,6 +44,7 @@ type snapEntry struct {
 	scope      string
 	used       uint64
 	superseded bool // a newer snapshot of its conversation extends it
+	kept       bool // a cache breakpoint's: never superseded (PutKept)
 }
 
 // SnapshotStats are the pool's counters. Misses are classified: no stored
@@ -133,7 +134,15 @@ func (p *SnapshotPool) Peek(tokens []int32, scope string) int {
 // exactly the tokens of a stored one of the same tenant replaces it. It
 // reports whether s was stored; either way the pool now owns s (so each
 // snapshot is Put once).
-func (p *SnapshotPool) Put(s Snapshot, scope string) bool {
+func (p *SnapshotPool) Put(s Snapshot, scope string) bool { return p.put(s, scope, false) }
+
+// PutKept is Put for a prefix a client asked to keep (a cache breakpoint,
+// such as a system prompt many conversations share): a newer snapshot
+// that extends it does not supersede it, so it is evicted only in least
+// recently used order.
+func (p *SnapshotPool) PutKept(s Snapshot, scope string) bool { return p.put(s, scope, true) }
+
+func (p *SnapshotPool) put(s Snapshot, scope string, kept bool) bool {
 	if s.Size() > p.budget {
 		p.stats.Rejected++
 		s.Release()
@@ -143,6 +152,7 @@ func (p *SnapshotPool) Put(s Snapshot, scope string) bool {
 	tenant, _ := SplitScope(scope)
 	p.entries = slices.DeleteFunc(p.entries, func(e *snapEntry) bool {
 		if et, _ := SplitScope(e.scope); et == tenant && slices.Equal(e.snap.Covered(), c) {
+			kept = kept || e.kept
 			p.used -= e.snap.Size()
 			e.snap.Release()
 			return true
@@ -151,7 +161,7 @@ func (p *SnapshotPool) Put(s Snapshot, scope string) bool {
 	})
 	for _, e := range p.entries {
 		ec := e.snap.Covered()
-		if !e.superseded && e.scope == scope && len(ec) < len(c) && slices.Equal(ec, c[:len(ec)]) {
+		if !e.superseded && !e.kept && e.scope == scope && len(ec) < len(c) && slices.Equal(ec, c[:len(ec)]) {
 			e.superseded = true
 			p.stats.Supersedes++
 		}
@@ -176,7 +186,7 @@ func (p *SnapshotPool) Put(s Snapshot, scope string) bool {
 		p.stats.Evictions++
 	}
 	p.clock++
-	p.entries = append(p.entries, &snapEntry{snap: s, scope: scope, used: p.clock})
+	p.entries = append(p.entries, &snapEntry{snap: s, scope: scope, used: p.clock, kept: kept})
 	p.used += s.Size()
 	p.stats.Inserts++
 	return true

@@ -115,3 +115,41 @@ func TestSnapshotPool(t *testing.T) {
 		t.Fatalf("after reset: %+v", st)
 	}
 }
+
+// TestSnapshotPoolKept: a cache breakpoint's snapshot (PutKept) is not
+// superseded by a newer snapshot of its conversation that extends it, so
+// under budget pressure the least recently used one goes instead of it;
+// a plain one is superseded and goes first.
+func TestSnapshotPoolKept(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		kept       bool
+		evicted    []int32 // the snapshot that must be gone
+		supersedes int64
+	}{
+		{"plain", false, []int32{1, 2, 3}, 1},
+		{"kept", true, []int32{9}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := NewSnapshotPool(100)
+			p.Put(fakeSnap{[]int32{9}, 30}, "")
+			sys := fakeSnap{[]int32{1, 2, 3}, 30}
+			if tc.kept {
+				p.PutKept(sys, "")
+			} else {
+				p.Put(sys, "")
+			}
+			p.Put(fakeSnap{[]int32{1, 2, 3, 4, 5}, 30}, "") // the conversation's end
+			p.Put(fakeSnap{[]int32{10}, 30}, "")            // needs room
+			if s, ok := p.Lookup(append(tc.evicted, 99), "").(fakeSnap); ok && len(s.toks) == len(tc.evicted) {
+				t.Fatalf("%v is still cached", tc.evicted)
+			}
+			if s, ok := p.Lookup([]int32{1, 2, 3, 7}, "").(fakeSnap); tc.kept && (!ok || len(s.toks) != 3) {
+				t.Fatalf("the kept snapshot is gone")
+			}
+			if st := p.Stats(); st.Supersedes != tc.supersedes || st.Evictions != 1 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}

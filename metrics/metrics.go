@@ -97,6 +97,7 @@ type Metrics struct {
 
 	CacheLookups, CacheHits, CachedTokens, CacheInserts prometheus.Counter
 	CacheEvictions, CacheSupersedes, CacheWarmUps       prometheus.Counter
+	CachePins, CachePinEvictions                        prometheus.Counter
 	CacheMisses                                         *prometheus.CounterVec
 
 	// ReasoningReattached counts assistant turns that came back without
@@ -167,12 +168,15 @@ func New() *Metrics {
 	m.CacheEvictions = counter("evictions_total", "Pages or snapshots evicted from the prompt cache.")
 	m.CacheSupersedes = counter("supersedes_total", "Snapshots superseded by a newer one of their conversation.")
 	m.CacheWarmUps = counter("warm_ups_total", "Next-turn histories prefilled ahead.")
+	m.CachePins = counter("pins_total", "Cache-breakpoint prefixes pinned ahead of LRU eviction (cache_control).")
+	m.CachePinEvictions = counter("pin_evictions_total", "Pinned pages evicted because nothing unpinned was left to evict.")
 	m.CacheMisses = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "troupe_prompt_cache_misses_total",
 		Help: "Snapshot-cache misses by reason."}, []string{"reason"})
 	r.MustRegister(m.Requests, m.TTFT, m.InterToken, m.QueueDepth, m.Running, m.KVPagesUsed, m.KVPagesFree,
 		m.StateSlotsUsed, m.StateSlotsFree, m.KVBudget, m.KVPoolBytes, m.KVBytesInUse, m.SnapshotBudget, m.SnapshotBytes,
 		m.PromptTokens, m.GeneratedTokens, m.Preemptions, m.HistoryRenders, m.Constrained, m.RouteDecisions, m.RouteRetries, m.RouteProbes,
 		m.CacheLookups, m.CacheHits, m.CachedTokens, m.CacheInserts, m.CacheEvictions, m.CacheSupersedes, m.CacheWarmUps, m.CacheMisses,
+		m.CachePins, m.CachePinEvictions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.ReasoningReattached = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "troupe_reasoning_reattached_total",
 		Help: "Assistant turns sent back without reasoning under preserve_thinking: reattached (the kept reasoning), unknown (none kept)."}, []string{"outcome"})

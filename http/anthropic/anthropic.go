@@ -101,11 +101,19 @@ func (a *API) CountTokens(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"input_tokens": len(p.Prepared.IDs)})
 }
 
-// usage is Anthropic's usage object: input_tokens counts only the prompt
-// tokens that were not read from the prompt cache.
+// usage is Anthropic's usage object. cache_read_input_tokens are the
+// prompt tokens served from the prompt cache; cache_creation_input_tokens
+// those this request writes to it at its cache_control breakpoints (up to
+// the last breakpoint, less what was read; 0 without breakpoints);
+// input_tokens the rest, so that the three add up to the prompt.
 func usage(t *turn.Turn) fiber.Map {
-	return fiber.Map{"input_tokens": t.PromptTokens - t.CachedTokens, "output_tokens": t.Tokens,
-		"cache_creation_input_tokens": 0, "cache_read_input_tokens": t.CachedTokens}
+	read := t.CachedTokens
+	created := 0
+	if t.Prepared != nil {
+		created = max(0, t.Prepared.CacheEnd()-read)
+	}
+	return fiber.Map{"input_tokens": max(0, t.PromptTokens-read-created), "output_tokens": t.Tokens,
+		"cache_creation_input_tokens": created, "cache_read_input_tokens": read}
 }
 
 // stopReason maps the turn's end to Anthropic's stop_reason and

@@ -24,8 +24,9 @@ func bad(param, format string, args ...any) error {
 
 // messagesRequest is the body of POST /v1/messages (and of count_tokens,
 // where max_tokens may be left out). Fields the server cannot honour but
-// that change nothing about the answer's shape (metadata, service_tier,
-// cache_control on blocks) are accepted and ignored.
+// that change nothing about the answer's shape (metadata, service_tier)
+// are accepted and ignored; cache_control on blocks is honoured (see
+// cache.go).
 type messagesRequest struct {
 	Model         *string         `json:"model"`
 	MaxTokens     *int            `json:"max_tokens"`
@@ -84,9 +85,11 @@ func toRequest(req *messagesRequest, requireMax bool) (*chat.Request, error) {
 	r.Thinking = th
 
 	var msgs []any
-	if sys, err := systemPrompt(req.System); err != nil {
+	sys, bps, marks, err := systemPrompt(req.System)
+	if err != nil {
 		return nil, err
-	} else if sys != "" {
+	}
+	if sys != "" {
 		msgs = append(msgs, message("system", sys))
 	}
 	list, err := apierr.Array(req.Messages, "messages")
@@ -104,12 +107,35 @@ func toRequest(req *messagesRequest, requireMax bool) (*chat.Request, error) {
 		if err != nil {
 			return nil, err
 		}
+		if d, ok := m.(*templates.Dict); ok {
+			if c, ok := d.Get("content"); ok {
+				if blocks, ok := c.([]any); ok {
+					ms, err := blockMarks(blocks, fmt.Sprintf("messages[%d].content", i))
+					if err != nil {
+						return nil, err
+					}
+					if marks = append(marks, ms...); len(ms) > 0 {
+						if err := checkBreakpoints(marks); err != nil {
+							return nil, err
+						}
+						more, err := messageBreakpoints(m, i, msgs, ms)
+						if err != nil {
+							return nil, err
+						}
+						bps = append(bps, more...)
+					}
+				}
+			}
+		}
 		msgs = append(msgs, out...)
 	}
 	r.Messages = msgs
 
-	tools, names, err := translateTools(req.Tools)
+	tools, names, toolMarks, err := translateTools(req.Tools)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkBreakpoints(append(toolMarks, marks...)); err != nil {
 		return nil, err
 	}
 	if len(req.OutputFormat) > 0 && string(req.OutputFormat) != "null" {
@@ -143,6 +169,19 @@ func toRequest(req *messagesRequest, requireMax bool) (*chat.Request, error) {
 		r.StrictTools = structured.StrictTools(req.Tools)
 	} else if mode == chat.ToolRequired || mode == chat.ToolNamed {
 		return nil, bad("tool_choice", "tool_choice forces a tool call, but there are no tools")
+	}
+	// Every prefix renders with the tools the model is shown; a breakpoint
+	// on a tool covers the tools up to it (none when they are not shown).
+	for i := range bps {
+		bps[i].Tools = r.Tools
+	}
+	if r.Tools != nil {
+		for _, m := range toolMarks {
+			bps = append(bps, chat.Breakpoint{Tools: tools[:m.block+1], TTL: m.ttl, Field: m.at})
+		}
+	}
+	if len(bps) > 0 {
+		r.Breakpoints = bps
 	}
 	return r, nil
 }
@@ -231,39 +270,55 @@ func thinking(raw json.RawMessage, maxTokens *int) (*chat.Thinking, error) {
 }
 
 // systemPrompt is the system field as one text: a string or text blocks.
-func systemPrompt(raw json.RawMessage) (string, error) {
+// A block's cache_control makes a breakpoint covering the system text up
+// to it (the Tools of the breakpoints are set by the caller); marks are
+// those cache_controls.
+func systemPrompt(raw json.RawMessage) (string, []chat.Breakpoint, []mark, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
+		return "", nil, nil, nil
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
+		return s, nil, nil, nil
 	}
 	v, err := templates.DecodeJSON(raw)
 	if err != nil {
-		return "", bad("system", "%v", err)
+		return "", nil, nil, bad("system", "%v", err)
 	}
 	blocks, ok := v.([]any)
 	if !ok {
-		return "", bad("system", "must be a string or an array of text blocks")
+		return "", nil, nil, bad("system", "must be a string or an array of text blocks")
 	}
 	texts := make([]string, 0, len(blocks))
+	var bps []chat.Breakpoint
+	var marks []mark
 	for j, b := range blocks {
 		at := fmt.Sprintf("system[%d]", j)
 		d, ok := b.(*templates.Dict)
 		if !ok {
-			return "", bad(at, "must be a text block")
+			return "", nil, nil, bad(at, "must be a text block")
 		}
 		if typ, _ := d.Get("type"); typ != "text" {
-			return "", bad(at, "only text blocks are supported in system, got type %v", typ)
+			return "", nil, nil, bad(at, "only text blocks are supported in system, got type %v", typ)
 		}
 		t, err := textField(d, at)
 		if err != nil {
-			return "", err
+			return "", nil, nil, err
 		}
 		texts = append(texts, t)
+		ttl, ok, err := cacheControl(d, at)
+		if err != nil {
+			return "", nil, nil, err
+		}
+		if ok {
+			marks = append(marks, mark{at: at, block: j, ttl: ttl})
+			if err := checkBreakpoints(marks); err != nil {
+				return "", nil, nil, err
+			}
+			bps = append(bps, chat.Breakpoint{Messages: []any{message("system", strings.Join(texts, "\n"))}, TTL: ttl, Field: at})
+		}
 	}
-	return strings.Join(texts, "\n"), nil
+	return strings.Join(texts, "\n"), bps, marks, nil
 }
 
 func textField(d *templates.Dict, at string) (string, error) {
@@ -521,38 +576,40 @@ func toolUse(d *templates.Dict, at string) (*templates.Dict, error) {
 
 // translateTools turns Anthropic's custom tools ({name, description,
 // input_schema}) into OpenAI-style function tools, the shape chat
-// templates render. It also returns the tool names.
-func translateTools(raw json.RawMessage) ([]any, map[string]bool, error) {
+// templates render. It also returns the tool names, and the tools'
+// cache_control marks.
+func translateTools(raw json.RawMessage) ([]any, map[string]bool, []mark, error) {
 	list, err := apierr.Array(raw, "tools")
 	if err != nil || list == nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	var marks []mark
 	out := make([]any, 0, len(list))
 	names := map[string]bool{}
 	for i, t := range list {
 		at := fmt.Sprintf("tools[%d]", i)
 		d, ok := t.(*templates.Dict)
 		if !ok {
-			return nil, nil, bad(at, "a tool must be an object")
+			return nil, nil, nil, bad(at, "a tool must be an object")
 		}
 		if typ, ok := d.Get("type"); ok && typ != nil && typ != "custom" {
-			return nil, nil, bad(at+".type", "tool type %s is not supported: only custom tools (name, description, input_schema) are", show(typ))
+			return nil, nil, nil, bad(at+".type", "tool type %s is not supported: only custom tools (name, description, input_schema) are", show(typ))
 		}
 		name, _ := d.Get("name")
 		ns, ok := name.(string)
 		if !ok || ns == "" {
-			return nil, nil, bad(at+".name", "a tool needs a string name")
+			return nil, nil, nil, bad(at+".name", "a tool needs a string name")
 		}
 		schema, _ := d.Get("input_schema")
 		if _, ok := schema.(*templates.Dict); !ok {
-			return nil, nil, bad(at+".input_schema", "a tool needs an input_schema object (a JSON schema)")
+			return nil, nil, nil, bad(at+".input_schema", "a tool needs an input_schema object (a JSON schema)")
 		}
 		fn := templates.NewDict(3)
 		fn.Set("name", ns)
 		if desc, ok := d.Get("description"); ok && desc != nil {
 			s, isStr := desc.(string)
 			if !isStr {
-				return nil, nil, bad(at+".description", "must be a string")
+				return nil, nil, nil, bad(at+".description", "must be a string")
 			}
 			fn.Set("description", s)
 		}
@@ -560,10 +617,17 @@ func translateTools(raw json.RawMessage) ([]any, map[string]bool, error) {
 		tool := templates.NewDict(2)
 		tool.Set("type", "function")
 		tool.Set("function", fn)
+		ttl, ok, err := cacheControl(d, at)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if ok {
+			marks = append(marks, mark{at: at, block: i, ttl: ttl})
+		}
 		out = append(out, tool)
 		names[ns] = true
 	}
-	return out, names, nil
+	return out, names, marks, nil
 }
 
 // toolChoice validates tool_choice and returns its mode: "none" (the tools
