@@ -15,29 +15,7 @@ func runTurns(t *testing.T, e *engine.Engine, prompts [][]int32, maxTokens int) 
 	var outs [][]int32
 	var cached []int
 	for _, p := range prompts {
-		id, err := e.Submit(engine.Request{Prompt: p, MaxTokens: maxTokens})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []int32
-		c := -1
-		for !e.Idle() {
-			evs, err := e.Step()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, ev := range evs {
-				if ev.Seq != id {
-					continue
-				}
-				if c < 0 {
-					c = ev.CachedTokens
-				}
-				if ev.HasToken {
-					out = append(out, ev.Token)
-				}
-			}
-		}
+		out, c := runOne(t, e, engine.Request{Prompt: p, MaxTokens: maxTokens})
 		outs = append(outs, out)
 		cached = append(cached, c)
 	}

@@ -224,18 +224,7 @@ func TestServeBanner(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"serve", servableDir(t), "--port", "0", "--threads", "1", "--kv-budget", "16MiB", "-c", "100"}, &out, &errOut)
 	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(errOut.String(), `msg="model loaded"`) {
-		select {
-		case err := <-done:
-			t.Fatalf("serve ended: %v\n%s", err, errOut.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no banner:\n%s", errOut.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitBanner(t, &errOut, done)
 	cancel()
 	<-done
 	var banner string
@@ -419,18 +408,7 @@ func TestServeBoundarySnapshots(t *testing.T) {
 				}
 				return
 			}
-			deadline := time.Now().Add(60 * time.Second)
-			for !strings.Contains(errOut.String(), `msg="model loaded"`) {
-				select {
-				case err := <-done:
-					t.Fatalf("serve ended: %v\n%s", err, errOut.String())
-				default:
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("no banner:\n%s", errOut.String())
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			waitBanner(t, &errOut, done)
 			cancel()
 			if err := <-done; err != nil {
 				t.Errorf("serve after shutdown: %v", err)
@@ -448,5 +426,23 @@ func TestServeBoundarySnapshots(t *testing.T) {
 		if !strings.Contains(errOut.String(), want) {
 			t.Errorf("serve -h lacks %q:\n%s", want, errOut.String())
 		}
+	}
+}
+
+// waitBanner waits (up to a minute) for a serve run's log to say the model
+// loaded; done delivers the run's end, which fails the test.
+func waitBanner(t *testing.T, errOut *syncbuf.Buffer, done <-chan error) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(errOut.String(), `msg="model loaded"`) {
+		select {
+		case err := <-done:
+			t.Fatalf("serve ended: %v\n%s", err, errOut.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no banner:\n%s", errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
