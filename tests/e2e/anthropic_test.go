@@ -277,18 +277,27 @@ func TestAnthropicThinkingRoundTrip(t *testing.T) {
 	if _, err := c.Messages.New(ctx(t), next); err != nil {
 		t.Fatal(err)
 	}
-	withThinking, err := c.Messages.CountTokens(ctx(t), anthropic.MessageCountTokensParams{Model: "tiny-qwen", Messages: next.Messages})
-	if err != nil {
-		t.Fatal(err)
+	plain := []anthropic.MessageParam{params.Messages[0], anthropic.NewAssistantMessage(anthropic.NewTextBlock(anthText(acc))), next.Messages[2]}
+	count := func(c anthropic.Client, msgs []anthropic.MessageParam) int64 {
+		t.Helper()
+		n, err := c.Messages.CountTokens(ctx(t), anthropic.MessageCountTokensParams{Model: "tiny-qwen", Messages: msgs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.InputTokens
 	}
-	plain := next
-	plain.Messages = []anthropic.MessageParam{params.Messages[0], anthropic.NewAssistantMessage(anthropic.NewTextBlock(anthText(acc))), next.Messages[2]}
-	without, err := c.Messages.CountTokens(ctx(t), anthropic.MessageCountTokensParams{Model: "tiny-qwen", Messages: plain.Messages})
-	if err != nil {
-		t.Fatal(err)
+	// A server that never produced the answer renders the turn sent back
+	// without its thinking as it came.
+	fresh := serve(t, "--model", qwen3Model(t), "--served-model-name", "tiny-qwen", "--chat-template", tmpl)
+	fresh.waitReady(t)
+	fc := anthropicClient(fresh)
+	if with, without := count(fc, next.Messages), count(fc, plain); with <= without {
+		t.Fatalf("the thinking sent back adds nothing to the prompt (%d vs %d tokens)", with, without)
 	}
-	if withThinking.InputTokens <= without.InputTokens {
-		t.Fatalf("the thinking sent back adds nothing to the prompt (%d vs %d tokens)", withThinking.InputTokens, without.InputTokens)
+	// The server that produced it kept its reasoning and re-attaches it
+	// (preserve_thinking, on with the prompt cache): the same prompt.
+	if with, without := count(c, next.Messages), count(c, plain); with != without {
+		t.Fatalf("the thinking dropped from the answer was not re-attached (%d vs %d tokens)", with, without)
 	}
 }
 
