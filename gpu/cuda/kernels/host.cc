@@ -1,0 +1,74 @@
+//go:build cgo
+
+// host.cc compiles the kernels as host C++ through cuhost.h (common.cuh
+// includes it when not under nvcc) and wraps each launch in a C function
+// for cgo (host.h). Test-only.
+
+#include "attention.cu"
+#include "elementwise.cu"
+#include "embed.cu"
+#include "norm.cu"
+#include "rope.cu"
+
+#include "host.h"
+
+using cuhost::launch;
+
+extern "C" {
+
+void tkh_add(float *dst, const float *a, const float *b, long long n, int grid, int block) {
+	launch(tk_add, dim3(grid), dim3(block), dst, a, b, n);
+}
+
+void tkh_add_bias(float *x, const float *bias, long long n, int nb, int grid, int block) {
+	launch(tk_add_bias, dim3(grid), dim3(block), x, bias, n, nb);
+}
+
+void tkh_silu_mul(float *dst, const float *gate, const float *up, long long n, int grid, int block) {
+	launch(tk_silu_mul, dim3(grid), dim3(block), dst, gate, up, n);
+}
+
+void tkh_gelu_mul(float *dst, const float *gate, const float *up, long long n, int grid, int block) {
+	launch(tk_gelu_mul, dim3(grid), dim3(block), dst, gate, up, n);
+}
+
+void tkh_softcap(float *x, long long n, float c, int grid, int block) { launch(tk_softcap, dim3(grid), dim3(block), x, n, c); }
+
+void tkh_scale(float *x, long long n, float s, int grid, int block) { launch(tk_scale, dim3(grid), dim3(block), x, n, s); }
+
+void tkh_softplus(float *x, long long n, int grid, int block) { launch(tk_softplus, dim3(grid), dim3(block), x, n); }
+
+void tkh_embed(float *dst, const void *w, int dtype, const int *ids, int rows, int cols, int block) {
+	switch (dtype) {
+	case 0:
+		launch(tk_embed_f32, dim3(rows), dim3(block), dst, (const float *)w, ids, cols);
+		break;
+	case 1:
+		launch(tk_embed_bf16, dim3(rows), dim3(block), dst, (const unsigned short *)w, ids, cols);
+		break;
+	case 2:
+		launch(tk_embed_f16, dim3(rows), dim3(block), dst, (const unsigned short *)w, ids, cols);
+		break;
+	}
+}
+
+void tkh_rmsnorm(float *dst, const float *x, const float *w, int rows, int n, float eps, int unit_offset, int block) {
+	launch(tk_rmsnorm, dim3(rows), dim3(block), dst, x, w, n, eps, unit_offset);
+}
+
+void tkh_rmsnorm_gated(float *dst, const float *x, const float *gate, const float *w, int rows, int n, int group, float eps, int block) {
+	launch(tk_rmsnorm_gated, dim3(rows, n / group), dim3(block), dst, x, gate, w, n, group, eps);
+}
+
+void tkh_rope(float *x, const float *cos_, const float *sin_, int rows, int heads, int head_dim, int half, int block) {
+	launch(tk_rope, dim3(rows), dim3(block), x, cos_, sin_, heads, head_dim, half);
+}
+
+void tkh_attn_paged(float *out, const float *q, const float *K, const float *V, const int *pages, const int *row_ptab,
+		    const int *row_pos, int rows, int page_size, int kv_dim, int heads, int kv_heads, int head_dim,
+		    float scale, int window, float softcap, int block) {
+	launch(tk_attn_paged, dim3(heads, rows), dim3(block), out, q, K, V, pages, row_ptab, row_pos, page_size, kv_dim,
+	       heads, kv_heads, head_dim, scale, window, softcap);
+}
+
+} // extern "C"
