@@ -199,7 +199,7 @@ func TestRMSNorm(t *testing.T) {
 	r := rand.New(rand.NewSource(3))
 	for _, c := range []struct {
 		rows, n, block int
-		unit, alias     bool
+		unit, alias    bool
 	}{
 		{1, 1, 1, false, false},
 		{3, 7, 4, true, false},
