@@ -8,6 +8,7 @@
 #include "elementwise.cu"
 #include "embed.cu"
 #include "norm.cu"
+#include "recurrent.cu"
 #include "rope.cu"
 
 #include "host.h"
@@ -69,6 +70,21 @@ void tkh_attn_paged(float *out, const float *q, const float *K, const float *V, 
 		    float scale, int window, float softcap, int block) {
 	launch(tk_attn_paged, dim3(heads, rows), dim3(block), out, q, K, V, pages, row_ptab, row_pos, page_size, kv_dim,
 	       heads, kv_heads, head_dim, scale, window, softcap);
+}
+
+void tkh_causal_conv1d(float *out, const float *x, const float *w, const float *bias, float *states,
+		       const long long *state_off, const int *seq_row, const int *seq_n, int seqs, int channels,
+		       int width, int silu, int block) {
+	launch(tk_causal_conv1d, dim3((channels + block - 1) / block, seqs), dim3(block), out, x, w, bias, states,
+	       state_off, seq_row, seq_n, channels, width, silu);
+}
+
+void tkh_selective_scan(float *y, const float *x, const float *dt, const float *B, const float *C, const float *A,
+			const float *D, float *states, const long long *state_off, const int *seq_row, const int *seq_n,
+			int seqs, int heads, int head_dim, int state_dim, int groups, int block) {
+	int width = heads * head_dim;
+	launch(tk_selective_scan, dim3((width + block - 1) / block, seqs), dim3(block), y, x, dt, B, C, A, D, states,
+	       state_off, seq_row, seq_n, heads, head_dim, state_dim, groups);
 }
 
 } // extern "C"

@@ -30,6 +30,13 @@ void tkh_attn_paged(float *out, const float *q, const float *K, const float *V, 
 		    const int *row_pos, int rows, int page_size, int kv_dim, int heads, int kv_heads, int head_dim,
 		    float scale, int window, float softcap, int block);
 
+void tkh_causal_conv1d(float *out, const float *x, const float *w, const float *bias, float *states,
+		       const long long *state_off, const int *seq_row, const int *seq_n, int seqs, int channels,
+		       int width, int silu, int block);
+void tkh_selective_scan(float *y, const float *x, const float *dt, const float *B, const float *C, const float *A,
+			const float *D, float *states, const long long *state_off, const int *seq_row, const int *seq_n,
+			int seqs, int heads, int head_dim, int state_dim, int groups, int block);
+
 #ifdef __cplusplus
 }
 #endif

@@ -122,3 +122,33 @@ func hostAttention(out, q []float32, kv *gpu.KVLayer, seqs []gpu.AttnSeq, p gpu.
 		C.int(kv.PageSize), C.int(kv.Dim), C.int(p.Heads), C.int(p.KVHeads), C.int(p.HeadDim),
 		C.float(p.Scale), C.int(p.Window), C.float(p.Softcap), C.int(block))
 }
+
+// recSeq is a gpu.RecSeq whose state lives at states[Off:] of one buffer
+// shared by the call's sequences (the device keeps all state slots in one
+// allocation, so the kernels take offsets).
+type recSeq struct{ Row, N, Off int }
+
+func recArrays(seqs []recSeq, stateOffset int) (row, n []int32, off []int64) {
+	for _, s := range seqs {
+		row = append(row, int32(s.Row))
+		n = append(n, int32(s.N))
+		off = append(off, int64(s.Off+stateOffset))
+	}
+	return row, n, off
+}
+
+func hostCausalConv1D(out, x []float32, p gpu.ConvParams, states []float32, seqs []recSeq, block int) {
+	row, n, off := recArrays(seqs, p.StateOffset)
+	silu := C.int(0)
+	if p.SiLU {
+		silu = 1
+	}
+	C.tkh_causal_conv1d(fp(out), fp(x), fp(p.Weight), fp(p.Bias), fp(states), (*C.longlong)(unsafe.Pointer(&off[0])),
+		ip(row), ip(n), C.int(len(seqs)), C.int(p.Channels), C.int(p.Width), silu, C.int(block))
+}
+
+func hostSelectiveScan(y, x, dt, B, Cm []float32, p gpu.ScanParams, states []float32, seqs []recSeq, block int) {
+	row, n, off := recArrays(seqs, p.StateOffset)
+	C.tkh_selective_scan(fp(y), fp(x), fp(dt), fp(B), fp(Cm), fp(p.A), fp(p.D), fp(states), (*C.longlong)(unsafe.Pointer(&off[0])),
+		ip(row), ip(n), C.int(len(seqs)), C.int(p.Heads), C.int(p.HeadDim), C.int(p.StateDim), C.int(p.Groups), C.int(block))
+}
