@@ -2,7 +2,13 @@
  * attention.cu: paged causal attention with grouped KV heads, Device.Attention,
  * for decode and prefill rows alike.
  *
- *   tk_attn_paged  one block per (query head, query row)
+ *   tk_attn_paged          one block per (query head, query row): decode,
+ *                          and any rows (prefill too) with head_dim <= 256
+ *   tk_attn_paged_prefill  one block per (query head, tile of up to
+ *                          TK_PF_BQ consecutive rows of one sequence):
+ *                          prefill, head_dim <= TK_PF_MAX_HEAD_DIM; every
+ *                          key and value tile it loads into shared memory
+ *                          serves all the tile's query rows
  *
  * Semantics (gpu.AttnParams, gpu.KVLayer, gpu.AttnSeq): query row r, at
  * position pos = row_pos[r], head h, attends to the keys of kv head
@@ -26,8 +32,20 @@
  * the tile's p_j * v_j[d] (consecutive threads read consecutive floats of
  * each value row: coalesced). out = acc / l at the end. Float32 throughout.
  *
- * Launch: grid (heads, rows), 1-D block of a power of two threads
- * <= TK_MAX_THREADS; head_dim <= TK_ATTN_MAX_HEAD_DIM.
+ * tk_attn_paged launch: grid (heads, rows), 1-D block of a power of two
+ * threads <= TK_MAX_THREADS; head_dim <= TK_ATTN_MAX_HEAD_DIM.
+ *
+ * tk_attn_paged_prefill: the same online softmax over tiles of TK_PF_BK
+ * keys, for a tile of nq <= TK_PF_BQ query rows at consecutive positions
+ * pos0 .. pos0+nq-1 of one sequence (rows tile_row[b] .. +tile_n[b]-1, the
+ * positions and page table again from row_pos/row_ptab). Per key tile the
+ * block loads K and V rows into shared memory (threads along head_dim:
+ * coalesced), scores every (query, key) pair with the causal and window
+ * masks of each query's own position, lets thread i (mod blockDim.x) update row
+ * i's running max and sum, and then rescales and accumulates the output tile
+ * (threads over (row, dimension) pairs). No tree reductions: any 1-D
+ * block of at most TK_MAX_THREADS threads. The host splits each
+ * sequence's rows into tiles (grid (heads, tiles)).
  */
 #include "common.cuh"
 
@@ -85,4 +103,99 @@ extern "C" __global__ void tk_attn_paged(float *out, const float *q, const float
 		__syncthreads(); /* p and off are rewritten by the next tile */
 	}
 	for (int d = t; d < head_dim; d += T) out[qrow + d] = acc[d] / l;
+}
+
+#define TK_PF_BQ 16
+#define TK_PF_BK 16
+#define TK_PF_MAX_HEAD_DIM 128
+
+extern "C" __global__ void tk_attn_paged_prefill(float *out, const float *q, const float *K, const float *V,
+						 const int *pages, const int *row_ptab, const int *row_pos,
+						 const int *tile_row, const int *tile_n, int page_size, int kv_dim,
+						 int heads, int kv_heads, int head_dim, float scale, int window,
+						 float softcap) {
+	SHARED_ARRAY(float, qs, TK_PF_BQ * TK_PF_MAX_HEAD_DIM);
+	SHARED_ARRAY(float, acc, TK_PF_BQ * TK_PF_MAX_HEAD_DIM);
+	SHARED_ARRAY(float, ks, TK_PF_BK * TK_PF_MAX_HEAD_DIM);
+	SHARED_ARRAY(float, vs, TK_PF_BK * TK_PF_MAX_HEAD_DIM);
+	SHARED_ARRAY(float, sc, TK_PF_BQ * TK_PF_BK);
+	SHARED_ARRAY(float, m, TK_PF_BQ);
+	SHARED_ARRAY(float, l, TK_PF_BQ);
+	SHARED_ARRAY(float, corr, TK_PF_BQ);
+
+	const int h = blockIdx.x, t = threadIdx.x, T = blockDim.x, hd = head_dim;
+	const int row0 = tile_row[blockIdx.y], nq = tile_n[blockIdx.y];
+	const int kvo = h / (heads / kv_heads) * hd;
+	const int pos0 = row_pos[row0], last = pos0 + nq - 1;
+	const int *pt = pages + row_ptab[row0];
+	int lo = 0; /* the first row's window start: the smallest of the tile */
+	if (window > 0 && pos0 - window + 1 > lo) lo = pos0 - window + 1;
+
+	for (int k = t; k < nq * hd; k += T) {
+		int i = k / hd, d = k % hd;
+		qs[i * hd + d] = q[((long long)(row0 + i) * heads + h) * hd + d];
+		acc[i * hd + d] = 0.0f;
+	}
+	for (int i = t; i < nq; i += T) {
+		m[i] = -INFINITY;
+		l[i] = 0.0f;
+	}
+
+	for (int k0 = lo; k0 <= last; k0 += TK_PF_BK) {
+		const int nk = last - k0 + 1 < TK_PF_BK ? last - k0 + 1 : TK_PF_BK;
+		for (int k = t; k < nk * hd; k += T) {
+			int jj = k / hd, d = k % hd, j = k0 + jj;
+			long long o = ((long long)pt[j / page_size] * page_size + j % page_size) * kv_dim + kvo + d;
+			ks[jj * hd + d] = K[o];
+			vs[jj * hd + d] = V[o];
+		}
+		__syncthreads(); /* the q tile (first pass), K and V tiles are in */
+
+		for (int k = t; k < nq * TK_PF_BK; k += T) {
+			int i = k / TK_PF_BK, jj = k % TK_PF_BK, j = k0 + jj, p = pos0 + i;
+			float s = -INFINITY;
+			if (jj < nk && j <= p && (window <= 0 || j > p - window)) {
+				float dot = 0.0f;
+				for (int d = 0; d < hd; d++) dot += qs[i * hd + d] * ks[jj * hd + d];
+				s = dot * scale;
+				if (softcap > 0.0f) s = softcap * tanhf(s / softcap);
+			}
+			sc[i * TK_PF_BK + jj] = s;
+		}
+		__syncthreads();
+
+		for (int i = t; i < nq; i += T) { /* thread i owns row i's statistics */
+			float *row = sc + i * TK_PF_BK;
+			float mt = -INFINITY;
+			for (int jj = 0; jj < TK_PF_BK; jj++) mt = fmaxf(mt, row[jj]);
+			const float mn = fmaxf(m[i], mt);
+			if (mn == -INFINITY) { /* no key of this row seen yet */
+				for (int jj = 0; jj < TK_PF_BK; jj++) row[jj] = 0.0f;
+				corr[i] = 1.0f;
+			} else {
+				float sum = 0.0f;
+				for (int jj = 0; jj < TK_PF_BK; jj++) {
+					row[jj] = expf(row[jj] - mn); /* masked: exp(-inf) = 0 */
+					sum += row[jj];
+				}
+				const float c = expf(m[i] - mn);
+				corr[i] = c;
+				l[i] = l[i] * c + sum;
+				m[i] = mn;
+			}
+		}
+		__syncthreads();
+
+		for (int k = t; k < nq * hd; k += T) {
+			int i = k / hd, d = k % hd;
+			float a = acc[i * hd + d] * corr[i];
+			for (int jj = 0; jj < nk; jj++) a += sc[i * TK_PF_BK + jj] * vs[jj * hd + d];
+			acc[i * hd + d] = a;
+		}
+		__syncthreads(); /* the next tile overwrites ks, vs, sc and corr */
+	}
+	for (int k = t; k < nq * hd; k += T) {
+		int i = k / hd, d = k % hd;
+		out[((long long)(row0 + i) * heads + h) * hd + d] = acc[i * hd + d] / l[i];
+	}
 }

@@ -78,26 +78,44 @@ func TestAttention(t *testing.T) {
 		{name: "ragged-hd/softcap", heads: 3, kvHeads: 1, headDim: 7, pageSize: 3, softcap: 5, scale: 1, shapes: []seqShape{{13, 6}, {2, 1}}, block: 4},
 		{name: "hd256/peaky", heads: 2, kvHeads: 2, headDim: 256, pageSize: 32, scale: 1, shapes: []seqShape{{150, 2}}, block: 128},
 		{name: "GQA4/window/multi-page", heads: 8, kvHeads: 2, headDim: 32, pageSize: 5, window: 13, shapes: []seqShape{{40, 7}, {0, 1}, {61, 1}}, block: 32},
+		{name: "long-prefill", heads: 4, kvHeads: 2, headDim: 32, pageSize: 8, shapes: []seqShape{{5, 40}, {0, 17}}, block: 16},
+		{name: "long-prefill/window+softcap", heads: 2, kvHeads: 1, headDim: 24, pageSize: 4, window: 11, softcap: 20, shapes: []seqShape{{30, 35}}, block: 32},
+	}
+	// The row kernel takes power-of-two blocks (tree reductions); the
+	// prefill kernel any block, so it runs under a ragged one.
+	kernels := []struct {
+		name       string
+		run        func(out, q []float32, kv *gpu.KVLayer, seqs []gpu.AttnSeq, p gpu.AttnParams, block int)
+		maxHeadDim int
+		blockExtra int
+	}{
+		{"row", hostAttention, 256, 0},
+		{"prefill", hostAttentionPrefill, 128, 3},
 	}
 	r := rand.New(rand.NewSource(6))
 	for _, c := range cases {
-		t.Run(fmt.Sprintf("%s/block=%d", c.name, c.block), func(t *testing.T) {
-			kv, seqs, rows := pagedKV(r, c.pageSize, c.kvHeads, c.headDim, c.shapes)
-			p := gpu.AttnParams{Heads: c.heads, KVHeads: c.kvHeads, HeadDim: c.headDim, Scale: c.scale, Window: c.window, Softcap: c.softcap}
-			if p.Scale == 0 {
-				p.Scale = float32(1 / math.Sqrt(float64(c.headDim)))
+		for _, k := range kernels {
+			if c.headDim > k.maxHeadDim {
+				continue
 			}
-			q := randSlice(r, rows*c.heads*c.headDim, 1)
-			want := make([]float32, len(q))
-			got := make([]float32, len(q))
-			ref.Device{}.Attention(want, q, kv, seqs, p)
-			hostAttention(got, q, kv, seqs, p, c.block)
-			// The output is a convex combination of value rows in [-1, 1].
-			// Float32 dot products of headDim terms, exp and the online
-			// rescaling put each weight within a few 1e-6 relative of the
-			// float64 reference's (scores are O(1..10) here), so the output
-			// is within 1e-5 absolute.
-			check(t, "Attention", got, want, func(int) float64 { return 1e-5 })
-		})
+			t.Run(fmt.Sprintf("%s/%s/block=%d", k.name, c.name, c.block+k.blockExtra), func(t *testing.T) {
+				kv, seqs, rows := pagedKV(r, c.pageSize, c.kvHeads, c.headDim, c.shapes)
+				p := gpu.AttnParams{Heads: c.heads, KVHeads: c.kvHeads, HeadDim: c.headDim, Scale: c.scale, Window: c.window, Softcap: c.softcap}
+				if p.Scale == 0 {
+					p.Scale = float32(1 / math.Sqrt(float64(c.headDim)))
+				}
+				q := randSlice(r, rows*c.heads*c.headDim, 1)
+				want := make([]float32, len(q))
+				got := make([]float32, len(q))
+				ref.Device{}.Attention(want, q, kv, seqs, p)
+				k.run(got, q, kv, seqs, p, c.block+k.blockExtra)
+				// The output is a convex combination of value rows in [-1, 1].
+				// Float32 dot products of headDim terms, exp and the online
+				// rescaling put each weight within a few 1e-6 relative of the
+				// float64 reference's (scores are O(1..10) here), so the output
+				// is within 1e-5 absolute.
+				check(t, "Attention", got, want, func(int) float64 { return 1e-5 })
+			})
+		}
 	}
 }

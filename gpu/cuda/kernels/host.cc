@@ -72,6 +72,14 @@ void tkh_attn_paged(float *out, const float *q, const float *K, const float *V, 
 	       heads, kv_heads, head_dim, scale, window, softcap);
 }
 
+void tkh_attn_paged_prefill(float *out, const float *q, const float *K, const float *V, const int *pages,
+			    const int *row_ptab, const int *row_pos, const int *tile_row, const int *tile_n, int tiles,
+			    int page_size, int kv_dim, int heads, int kv_heads, int head_dim, float scale, int window,
+			    float softcap, int block) {
+	launch(tk_attn_paged_prefill, dim3(heads, tiles), dim3(block), out, q, K, V, pages, row_ptab, row_pos, tile_row,
+	       tile_n, page_size, kv_dim, heads, kv_heads, head_dim, scale, window, softcap);
+}
+
 void tkh_causal_conv1d(float *out, const float *x, const float *w, const float *bias, float *states,
 		       const long long *state_off, const int *seq_row, const int *seq_n, int seqs, int channels,
 		       int width, int silu, int block) {

@@ -36,6 +36,10 @@ void tkh_causal_conv1d(float *out, const float *x, const float *w, const float *
 void tkh_selective_scan(float *y, const float *x, const float *dt, const float *B, const float *C, const float *A,
 			const float *D, float *states, const long long *state_off, const int *seq_row, const int *seq_n,
 			int seqs, int heads, int head_dim, int state_dim, int groups, int block);
+void tkh_attn_paged_prefill(float *out, const float *q, const float *K, const float *V, const int *pages,
+			    const int *row_ptab, const int *row_pos, const int *tile_row, const int *tile_n, int tiles,
+			    int page_size, int kv_dim, int heads, int kv_heads, int head_dim, float scale, int window,
+			    float softcap, int block);
 
 #ifdef __cplusplus
 }

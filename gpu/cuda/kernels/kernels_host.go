@@ -123,6 +123,26 @@ func hostAttention(out, q []float32, kv *gpu.KVLayer, seqs []gpu.AttnSeq, p gpu.
 		C.float(p.Scale), C.int(p.Window), C.float(p.Softcap), C.int(block))
 }
 
+// prefillTileRows is the query tile of tk_attn_paged_prefill (TK_PF_BQ).
+const prefillTileRows = 16
+
+// hostAttentionPrefill is Device.Attention through tk_attn_paged_prefill:
+// each sequence's rows split into tiles of up to prefillTileRows.
+func hostAttentionPrefill(out, q []float32, kv *gpu.KVLayer, seqs []gpu.AttnSeq, p gpu.AttnParams, block int) {
+	rows := len(q) / (p.Heads * p.HeadDim)
+	pages, ptab, pos := attnRows(seqs, rows)
+	var tileRow, tileN []int32
+	for _, s := range seqs {
+		for r := 0; r < s.N; r += prefillTileRows {
+			tileRow = append(tileRow, int32(s.Row+r))
+			tileN = append(tileN, int32(min(prefillTileRows, s.N-r)))
+		}
+	}
+	C.tkh_attn_paged_prefill(fp(out), fp(q), fp(kv.K), fp(kv.V), ip(pages), ip(ptab), ip(pos), ip(tileRow), ip(tileN),
+		C.int(len(tileRow)), C.int(kv.PageSize), C.int(kv.Dim), C.int(p.Heads), C.int(p.KVHeads), C.int(p.HeadDim),
+		C.float(p.Scale), C.int(p.Window), C.float(p.Softcap), C.int(block))
+}
+
 // recSeq is a gpu.RecSeq whose state lives at states[Off:] of one buffer
 // shared by the call's sequences (the device keeps all state slots in one
 // allocation, so the kernels take offsets).
