@@ -74,10 +74,10 @@ extern "C" __global__ void tk_attn_paged(float *out, const float *q, const float
 	}
 	__syncthreads();
 
-	float m = -INFINITY, l = 0.0f;
+	float m = -TK_INF, l = 0.0f;
 	for (int t0 = lo; t0 <= pos; t0 += T) {
 		const int j = t0 + t;
-		float s = -INFINITY;
+		float s = -TK_INF;
 		if (j <= pos) {
 			long long o = ((long long)pt[j / page_size] * page_size + j % page_size) * kv_dim + kvo;
 			off[t] = o;
@@ -137,7 +137,7 @@ extern "C" __global__ void tk_attn_paged_prefill(float *out, const float *q, con
 		acc[i * hd + d] = 0.0f;
 	}
 	for (int i = t; i < nq; i += T) {
-		m[i] = -INFINITY;
+		m[i] = -TK_INF;
 		l[i] = 0.0f;
 	}
 
@@ -153,7 +153,7 @@ extern "C" __global__ void tk_attn_paged_prefill(float *out, const float *q, con
 
 		for (int k = t; k < nq * TK_PF_BK; k += T) {
 			int i = k / TK_PF_BK, jj = k % TK_PF_BK, j = k0 + jj, p = pos0 + i;
-			float s = -INFINITY;
+			float s = -TK_INF;
 			if (jj < nk && j <= p && (window <= 0 || j > p - window)) {
 				float dot = 0.0f;
 				for (int d = 0; d < hd; d++) dot += qs[i * hd + d] * ks[jj * hd + d];
@@ -166,10 +166,10 @@ extern "C" __global__ void tk_attn_paged_prefill(float *out, const float *q, con
 
 		for (int i = t; i < nq; i += T) { /* thread i owns row i's statistics */
 			float *row = sc + i * TK_PF_BK;
-			float mt = -INFINITY;
+			float mt = -TK_INF;
 			for (int jj = 0; jj < TK_PF_BK; jj++) mt = fmaxf(mt, row[jj]);
 			const float mn = fmaxf(m[i], mt);
-			if (mn == -INFINITY) { /* no key of this row seen yet */
+			if (mn == -TK_INF) { /* no key of this row seen yet */
 				for (int jj = 0; jj < TK_PF_BK; jj++) row[jj] = 0.0f;
 				corr[i] = 1.0f;
 			} else {

@@ -20,6 +20,10 @@
 /* TK_MAX_THREADS is the largest block (threads in x) the reductions support. */
 #define TK_MAX_THREADS 1024
 
+/* TK_INF is +infinity, spelled without relying on math.h's INFINITY in
+ * device code. */
+#define TK_INF (__uint_as_float(0x7f800000u))
+
 /* tk_bf16 widens a bfloat16 (its bits) exactly. */
 __device__ __forceinline__ float tk_bf16(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
 
