@@ -15,7 +15,43 @@
 
 using cuhost::launch;
 
+/* Kernels that check the shim itself (host-only). tk_selftest_reverse:
+ * block b reverses its blockDim.x elements of in through shared memory,
+ * adds the block's first element seen by thread 0 through a shared scalar,
+ * and lets threads at or past `active` return before a second barrier
+ * (leaving the block). */
+extern "C" __global__ void tk_selftest_reverse(float *out, const float *in, int active) {
+	SHARED_ARRAY(float, buf, TK_MAX_THREADS);
+	SHARED_ARRAY(float, first, 1);
+	const int t = threadIdx.x, T = blockDim.x;
+	const long long base = (long long)blockIdx.x * T;
+	buf[t] = in[base + t];
+	if (t == 0) first[0] = in[base];
+	__syncthreads();
+	float v = buf[T - 1 - t] + first[0];
+	if (t >= active) {
+		out[base + t] = v;
+		return;
+	}
+	__syncthreads(); /* only the active threads */
+	buf[t] = v;
+	__syncthreads();
+	out[base + t] = buf[t];
+}
+
+/* tk_selftest_uninit reads shared memory nobody wrote: the shim's poison. */
+extern "C" __global__ void tk_selftest_uninit(float *out) {
+	SHARED_ARRAY(float, buf, 4);
+	out[threadIdx.x] = buf[threadIdx.x];
+}
+
 extern "C" {
+
+void tkh_selftest_reverse(float *out, const float *in, int blocks, int block, int active) {
+	launch(tk_selftest_reverse, dim3(blocks), dim3(block), out, in, active);
+}
+
+void tkh_selftest_uninit(float *out) { launch(tk_selftest_uninit, dim3(1), dim3(4), out); }
 
 void tkh_add(float *dst, const float *a, const float *b, long long n, int grid, int block) {
 	launch(tk_add, dim3(grid), dim3(block), dst, a, b, n);

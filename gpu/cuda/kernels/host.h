@@ -11,6 +11,9 @@
 extern "C" {
 #endif
 
+void tkh_selftest_reverse(float *out, const float *in, int blocks, int block, int active);
+void tkh_selftest_uninit(float *out);
+
 void tkh_add(float *dst, const float *a, const float *b, long long n, int grid, int block);
 void tkh_add_bias(float *x, const float *bias, long long n, int nb, int grid, int block);
 void tkh_silu_mul(float *dst, const float *gate, const float *up, long long n, int grid, int block);

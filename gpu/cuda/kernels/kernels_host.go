@@ -35,6 +35,20 @@ func ip(x []int32) *C.int {
 	return (*C.int)(unsafe.Pointer(&x[0]))
 }
 
+// hostSelftestReverse runs host.cc's shim check: every block of block
+// threads reverses its part of in through shared memory and adds its first
+// element; threads at or past active leave the block early.
+func hostSelftestReverse(out, in []float32, block, active int) {
+	C.tkh_selftest_reverse(fp(out), fp(in), C.int(len(in)/block), C.int(block), C.int(active))
+}
+
+// hostSelftestUninit returns 4 floats of shared memory no thread wrote.
+func hostSelftestUninit() []float32 {
+	out := make([]float32, 4)
+	C.tkh_selftest_uninit(fp(out))
+	return out
+}
+
 func hostAdd(dst, a, b []float32, grid, block int) {
 	C.tkh_add(fp(dst), fp(a), fp(b), C.longlong(len(dst)), C.int(grid), C.int(block))
 }
