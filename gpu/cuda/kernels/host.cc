@@ -39,6 +39,16 @@ extern "C" __global__ void tk_selftest_reverse(float *out, const float *in, int 
 	out[base + t] = buf[t];
 }
 
+/* tk_selftest_diverge reaches __syncthreads from two lines: the shim aborts. */
+extern "C" __global__ void tk_selftest_diverge(float *out) {
+	if (threadIdx.x == 0) {
+		__syncthreads();
+	} else {
+		__syncthreads();
+	}
+	out[threadIdx.x] = 1.0f;
+}
+
 /* tk_selftest_uninit reads shared memory nobody wrote: the shim's poison. */
 extern "C" __global__ void tk_selftest_uninit(float *out) {
 	SHARED_ARRAY(float, buf, 4);
@@ -50,6 +60,8 @@ extern "C" {
 void tkh_selftest_reverse(float *out, const float *in, int blocks, int block, int active) {
 	launch(tk_selftest_reverse, dim3(blocks), dim3(block), out, in, active);
 }
+
+void tkh_selftest_diverge(float *out) { launch(tk_selftest_diverge, dim3(1), dim3(4), out); }
 
 void tkh_selftest_uninit(float *out) { launch(tk_selftest_uninit, dim3(1), dim3(4), out); }
 

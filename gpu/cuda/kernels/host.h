@@ -13,6 +13,7 @@ extern "C" {
 
 void tkh_selftest_reverse(float *out, const float *in, int blocks, int block, int active);
 void tkh_selftest_uninit(float *out);
+void tkh_selftest_diverge(float *out);
 
 void tkh_add(float *dst, const float *a, const float *b, long long n, int grid, int block);
 void tkh_add_bias(float *x, const float *bias, long long n, int nb, int grid, int block);

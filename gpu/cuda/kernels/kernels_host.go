@@ -49,6 +49,13 @@ func hostSelftestUninit() []float32 {
 	return out
 }
 
+// hostSelftestDiverge launches a kernel with a divergent __syncthreads:
+// the shim aborts the process.
+func hostSelftestDiverge() {
+	out := make([]float32, 4)
+	C.tkh_selftest_diverge(fp(out))
+}
+
 func hostAdd(dst, a, b []float32, grid, block int) {
 	C.tkh_add(fp(dst), fp(a), fp(b), C.longlong(len(dst)), C.int(grid), C.int(block))
 }

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -34,5 +37,21 @@ func TestShim(t *testing.T) {
 		if !math.IsNaN(float64(v)) {
 			t.Errorf("unwritten shared float %d = %g, want the NaN poison", i, v)
 		}
+	}
+}
+
+// TestShimDivergentBarrier checks that the shim aborts when the threads of
+// a block reach __syncthreads from different lines (undefined behaviour in
+// CUDA), in a child process since the abort ends it.
+func TestShimDivergentBarrier(t *testing.T) {
+	if os.Getenv("TK_SHIM_DIVERGE") == "1" {
+		hostSelftestDiverge()
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestShimDivergentBarrier$")
+	cmd.Env = append(os.Environ(), "TK_SHIM_DIVERGE=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "divergent barrier") {
+		t.Fatalf("divergent __syncthreads: err %v, output %q; want an abort naming it", err, out)
 	}
 }
