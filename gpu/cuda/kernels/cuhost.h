@@ -16,8 +16,9 @@
  *
  * __syncthreads()
  *
- *   A barrier across the live threads of the current block (mutex and
- *   condition variable, generation counted). A thread that returns from the
+ *   A barrier across the live threads of the current block: arrivals are
+ *   counted under a mutex, and waiters sleep on an atomic generation
+ *   counter (C++20 atomic wait/notify) that the last arrival advances. A thread that returns from the
  *   kernel leaves the block: later barriers wait only for the threads still
  *   running, as on sm_70+. Every __syncthreads records its source line; if
  *   the threads of one barrier phase arrived from different lines (a
@@ -47,9 +48,9 @@
 #ifndef CUHOST_H
 #define CUHOST_H
 
+#include <atomic>
 #include <barrier>
 #include <cmath>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -103,39 +104,44 @@ public:
 
 	// sync is __syncthreads: wait for every live thread of the block.
 	void sync(int line) {
-		std::unique_lock<std::mutex> l(mu_);
-		if (waiting_ == 0) {
-			line_ = line;
-		} else if (line != line_) {
-			std::fprintf(stderr, "cuhost: __syncthreads at line %d and line %d in the same phase (divergent barrier)\n", line_, line);
-			std::abort();
+		unsigned long gen;
+		{
+			std::lock_guard<std::mutex> l(mu_);
+			if (waiting_ == 0) {
+				line_ = line;
+			} else if (line != line_) {
+				std::fprintf(stderr, "cuhost: __syncthreads at line %d and line %d in the same phase (divergent barrier)\n", line_, line);
+				std::abort();
+			}
+			gen = gen_.load(std::memory_order_relaxed);
+			if (++waiting_ == live_) {
+				release(gen);
+				return;
+			}
 		}
-		unsigned long gen = gen_;
-		if (++waiting_ == live_) {
-			release();
-			return;
-		}
-		cv_.wait(l, [&] { return gen_ != gen; });
+		// Wait outside the mutex: the release store of the new generation
+		// (made under the mutex every arriving thread took after its
+		// writes) orders those writes before this thread's next reads.
+		while (gen_.load(std::memory_order_acquire) == gen) gen_.wait(gen, std::memory_order_acquire);
 	}
 
 	// leave is a thread returning from the kernel.
 	void leave() {
 		std::lock_guard<std::mutex> l(mu_);
 		--live_;
-		if (waiting_ > 0 && waiting_ == live_) release();
+		if (waiting_ > 0 && waiting_ == live_) release(gen_.load(std::memory_order_relaxed));
 	}
 
 private:
-	void release() {
+	void release(unsigned long gen) {
 		waiting_ = 0;
-		++gen_;
-		cv_.notify_all();
+		gen_.store(gen + 1, std::memory_order_release);
+		gen_.notify_all();
 	}
 
 	std::mutex mu_;
-	std::condition_variable cv_;
 	unsigned live_ = 0, waiting_ = 0;
-	unsigned long gen_ = 0;
+	std::atomic<unsigned long> gen_{0};
 	int line_ = 0;
 };
 
