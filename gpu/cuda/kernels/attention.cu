@@ -26,7 +26,9 @@
  *
  * Algorithm: online softmax (the FlashAttention idea) over tiles of
  * blockDim.x keys. Per tile, thread t scores key t0+t (and keeps its slot
- * offset in shared memory); the block reduces the tile's maximum and the
+ * offset in shared memory; each thread reads its own key row, which is not
+ * coalesced: correctness first, a tuned version would split a key's
+ * head_dim across a warp); the block reduces the tile's maximum and the
  * sum of exp(s - m_new) through shared memory; every thread then rescales
  * its own output dimensions d = t, t+T, ... by exp(m_old - m_new) and adds
  * the tile's p_j * v_j[d] (consecutive threads read consecutive floats of
@@ -41,8 +43,9 @@
  * positions and page table again from row_pos/row_ptab). Per key tile the
  * block loads K and V rows into shared memory (threads along head_dim:
  * coalesced), scores every (query, key) pair with the causal and window
- * masks of each query's own position, lets thread i (mod blockDim.x) update row
- * i's running max and sum, and then rescales and accumulates the output tile
+ * masks of each query's own position, lets thread i % blockDim.x update
+ * row i's running max and sum, and then rescales and accumulates the output
+ * tile
  * (threads over (row, dimension) pairs). No tree reductions: any 1-D
  * block of at most TK_MAX_THREADS threads. The host splits each
  * sequence's rows into tiles (grid (heads, tiles)).
