@@ -45,8 +45,7 @@
  * coalesced), scores every (query, key) pair with the causal and window
  * masks of each query's own position, lets thread i % blockDim.x update
  * row i's running max and sum, and then rescales and accumulates the output
- * tile
- * (threads over (row, dimension) pairs). No tree reductions: any 1-D
+ * tile (threads over (row, dimension) pairs). No tree reductions: any 1-D
  * block of at most TK_MAX_THREADS threads. The host splits each
  * sequence's rows into tiles (grid (heads, tiles)).
  */

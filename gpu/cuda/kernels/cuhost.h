@@ -20,8 +20,7 @@
  *   counted under a mutex, and waiters sleep on an atomic generation
  *   counter (C++20 atomic wait/notify) that the last arrival advances. A
  *   thread that returns from the kernel leaves the block: later barriers
- *   wait only for the threads still
- *   running, as on sm_70+. Every __syncthreads records its source line; if
+ *   wait only for the threads still running, as on sm_70+. Every __syncthreads records its source line; if
  *   the threads of one barrier phase arrived from different lines (a
  *   __syncthreads in divergent code, undefined behaviour in CUDA) the
  *   process aborts with a message, so the tests catch it.
