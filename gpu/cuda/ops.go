@@ -375,10 +375,8 @@ func (d *Device) Attention(out, q []float32, kv *gpu.KVLayer, seqs []gpu.AttnSeq
 		return
 	}
 	if p.HeadDim > attnMaxHeadDim {
-		d.mu.Lock()
-		d.fallBack("Attention", fmt.Sprintf("head dim %d exceeds the kernel's %d", p.HeadDim, attnMaxHeadDim))
-		d.mu.Unlock()
-		d.ref.Attention(out, q, kv, seqs, p)
+		d.hostOnly("Attention", fmt.Sprintf("head dim %d exceeds the kernel's %d", p.HeadDim, attnMaxHeadDim),
+			func() { d.ref.Attention(out, q, kv, seqs, p) })
 		return
 	}
 	d.run("Attention", []kernelID{kAttnPaged}, func() error {
@@ -435,21 +433,22 @@ const noKernel = "no kernel for it in the kernel table yet"
 // CausalConv1D implements gpu.Device on the host (gpu/ref): there is no
 // kernel for it yet.
 func (d *Device) CausalConv1D(out, x []float32, p gpu.ConvParams, seqs []gpu.RecSeq) {
-	d.hostOnly("CausalConv1D", func() { d.ref.CausalConv1D(out, x, p, seqs) })
+	d.hostOnly("CausalConv1D", noKernel, func() { d.ref.CausalConv1D(out, x, p, seqs) })
 }
 
 // SelectiveScan implements gpu.Device on the host (gpu/ref): there is no
 // kernel for it yet.
 func (d *Device) SelectiveScan(y, x, dt, B, C []float32, p gpu.ScanParams, seqs []gpu.RecSeq) {
-	d.hostOnly("SelectiveScan", func() { d.ref.SelectiveScan(y, x, dt, B, C, p, seqs) })
+	d.hostOnly("SelectiveScan", noKernel, func() { d.ref.SelectiveScan(y, x, dt, B, C, p, seqs) })
 }
 
-func (d *Device) hostOnly(op string, host func()) {
+// hostOnly runs op on the host (gpu/ref) for the reason why, logged once.
+func (d *Device) hostOnly(op, why string, host func()) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		panic("gpu/cuda: " + op + ": device used after Close")
 	}
-	d.fallBack(op, noKernel)
+	d.fallBack(op, why)
 	host()
 }
