@@ -13,8 +13,10 @@
 //	CGO_CFLAGS="-I/usr/local/cuda/include" \
 //	CGO_LDFLAGS="-L/usr/local/cuda/lib64/stubs" go build -tags cuda ./cmd/troupe
 //
-// (.ci/run takes the two files of CUDA 11.8 from Debian's non-free
-// nvidia-cuda-dev package.) cuBLAS is not linked: a Device loads
+// (or the same folders in the C compiler's CPATH and LIBRARY_PATH; .ci/run
+// takes the two files of CUDA 11.8 from Debian's non-free nvidia-cuda-dev
+// package). The tests of the tagged build need a GPU (without one cu's
+// initialiser ends the test binary); the untagged tests need none. cuBLAS is not linked: a Device loads
 // libcublas.so.13, .12 or .11, whichever the host has, when it is created,
 // so one binary runs with any of them.
 //
