@@ -17,6 +17,7 @@ require (
 	golang.org/x/text v0.42.0
 	google.golang.org/grpc v1.60.1
 	google.golang.org/protobuf v1.36.12
+	gorgonia.org/cu v0.9.6
 	k8s.io/client-go v0.28.4
 )
 
@@ -57,6 +58,7 @@ require (
 	github.com/modern-go/reflect2 v1.0.2 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/orcaman/concurrent-map v1.0.0 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.66.1 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect

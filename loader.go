@@ -13,7 +13,6 @@ import (
 	"github.com/troupe-ai/troupe/chat"
 	"github.com/troupe-ai/troupe/engine"
 	"github.com/troupe-ai/troupe/gpu"
-	"github.com/troupe-ai/troupe/gpu/cpu"
 	"github.com/troupe-ai/troupe/kvcache"
 	"github.com/troupe-ai/troupe/model"
 	"github.com/troupe-ai/troupe/sample"
@@ -194,22 +193,24 @@ func (l *dirLoader) LoadModel(ctx context.Context, phase func(string)) (model.Mo
 		}
 	}
 	phase("starting compute threads")
-	dev, err := cpu.New(cpu.Options{Threads: l.opts.Threads})
+	dev, closeDev, err := openDevice(l.opts)
 	if err != nil {
 		m.Close()
 		return nil, nil, nil, err
 	}
-	phase("packing weights")
-	if n, err := model.PackWeights(m, dev); err != nil {
-		dev.Close()
-		m.Close()
-		return nil, nil, nil, err
-	} else if n > 0 {
-		l.opts.Logger.Debug("weights packed for the prefill kernels", "bytes", kvcache.FormatBytes(n))
+	if p, ok := dev.(gpu.Packer); ok {
+		phase("packing weights")
+		if n, err := model.PackWeights(m, p); err != nil {
+			closeDev()
+			m.Close()
+			return nil, nil, nil, err
+		} else if n > 0 {
+			l.opts.Logger.Debug("weights packed for the prefill kernels", "bytes", kvcache.FormatBytes(n))
+		}
 	}
 	pool, err := newPool(m, l.opts)
 	if err != nil {
-		dev.Close()
+		closeDev()
 		m.Close()
 		return nil, nil, nil, err
 	}

@@ -46,6 +46,10 @@ type Options struct {
 	ChatTemplate string
 	// Threads is the number of compute threads; 0 means all cores.
 	Threads int
+	// Device is the compute device: "" or "cpu", "cuda" or "cuda:N" (CUDA
+	// device N, in a binary built with -tags cuda; see ParseDevice and
+	// CheckDevice).
+	Device string
 	// MmapWeights keeps the weights in the memory-mapped checkpoint files
 	// instead of copying them into huge-page memory (model.LoadOptions.Mmap).
 	MmapWeights bool

@@ -84,6 +84,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	adminKey := fs.String("admin-key", "", "key for POST /v1/cache/reset (also accepted as an API key); with --api-key and no admin key the reset is refused")
 	maxQueue := fs.Int("max-queue", 64, "requests that may wait beyond the running ones before 429")
 	threads := fs.Int("threads", 0, "compute threads (0 = all cores)")
+	device := fs.String("device", "cpu", "compute device: cpu, or cuda[:N] for CUDA device N (0 when not given), in a binary built with -tags cuda")
 	mmapWeights := fs.Bool("mmap", false, "keep the weights memory-mapped from the checkpoint instead of copying them into huge-page memory (slower decode, no private copy)")
 	quantize := fs.String("quantize", "", "quantize the weight matrices at load: "+quantizeTypes+" (default: keep their types; a GGUF file's quantized matrices stay as they are)")
 	stepTokens := fs.Int("step-tokens", 512, "tokens per engine step (chunked prefill budget)")
@@ -192,6 +193,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *parallel < 1 || *maxQueue < 0 || *port < 0 || *port > 65535 || *threads < 0 || *stepTokens < 1 || *storeTTL <= 0 || *storeMax < 1 || *stallTimeout < 0 {
 		return errors.New("serve: --parallel, --step-tokens and --responses-max must be >= 1, --responses-ttl > 0, --max-queue, --threads and --stall-timeout >= 0, --port in 0..65535")
 	}
+	if _, err := troupe.CheckDevice(*device); err != nil {
+		return fmt.Errorf("serve: --device: %w", err)
+	}
 	if *readTimeout <= 0 || *writeTimeout <= 0 || *idleTimeout <= 0 || *stall <= 0 || *shutdownTimeout < 0 || *maxHeader < 1024 || *maxConns < 0 {
 		return errors.New("serve: --read-timeout, --write-timeout, --idle-timeout and --stream-stall-timeout must be > 0, --shutdown-timeout >= 0, --max-header-bytes >= 1024, --max-conns >= 0")
 	}
@@ -247,7 +251,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	opts := troupe.Options{
-		Model: *dir, ServedName: *name, ChatTemplate: *tmpl, Threads: *threads, MmapWeights: *mmapWeights, Quantize: qtype, Parallel: *parallel,
+		Model: *dir, ServedName: *name, ChatTemplate: *tmpl, Threads: *threads, Device: *device, MmapWeights: *mmapWeights, Quantize: qtype, Parallel: *parallel,
 		KVBudget: budget, SnapshotBudget: snaps, PrefaultKV: *prefaultKV, StepTokens: *stepTokens, StepStretch: *stepStretch, MaxModelLen: *maxModelLen, PromptCache: *promptCache, BoundarySnapshots: boundary, Logger: log, LoadDelay: *loadDelay,
 		StallTimeout: *stallTimeout, PrepareTimeout: *prepTimeout, MaxInspections: *maxInspections, GenerationConfig: *genConfig,
 		InspectMaxInput: int(inMax), InspectMaxOutput: int(outMax), LoadProgress: loadBar(stderr),
