@@ -16,7 +16,15 @@
 # non-free component to apt's sources, then apt-get install
 # nvidia-cuda-toolkit), or NVIDIA's CUDA 11.8 toolkit; NVCC names another
 # nvcc and NVCCFLAGS adds flags (e.g. -ccbin g++-11: nvcc 11.8 accepts gcc up
-# to 11).
+# to 11). Without installing the toolkit (apt cannot resolve it on a machine
+# without NVIDIA's driver packages), its .debs unpacked suffice: apt-get
+# download nvidia-cuda-toolkit libnvvm4 nvidia-cuda-dev, dpkg-deb -x the
+# first two and only ./usr/include of the third into one folder R, write
+# R/usr/lib/nvidia-cuda-toolkit/bin/nvcc.profile (it links to
+# /etc/nvcc.profile) with NVVMIR_LIBRARY_DIR, PATH and INCLUDES under R, and
+# run NVCC=R/usr/lib/nvidia-cuda-toolkit/bin/nvcc
+# NVCCFLAGS="-ccbin g++ -allow-unsupported-compiler" (Debian 12's gcc 12;
+# only PTX is made, no host code is linked). The committed PTX was made so.
 set -euo pipefail
 cd "$(dirname "$0")"
 shopt -s nullglob

@@ -42,6 +42,9 @@ const (
 	kRMSNormGated
 	kRoPE
 	kAttnPaged
+	kAttnPagedPrefill
+	kCausalConv1D
+	kSelectiveScan
 	numKernels
 )
 
@@ -83,6 +86,14 @@ func kernels() [numKernels]kernelSpec {
 		kAttnPaged: {"tk_attn_paged", []argKind{p, p, p, p, p, p, p, i32, i32, i32, i32, i32, f32, i32, f32},
 			"(out, q, K, V, pages, row_ptab, row_pos, page_size, kv_dim, heads, kv_heads, head_dim, scale, window, softcap); " +
 				"grid (heads, rows), power-of-two threads <= 1024, head_dim <= 256"},
+		kAttnPagedPrefill: {"tk_attn_paged_prefill", []argKind{p, p, p, p, p, p, p, p, p, i32, i32, i32, i32, i32, f32, i32, f32},
+			"(out, q, K, V, pages, row_ptab, row_pos, tile_row, tile_n, page_size, kv_dim, heads, kv_heads, head_dim, scale, window, softcap); " +
+				"grid (heads, tiles of 16 rows of one sequence), threads >= 16, head_dim <= 128"},
+		kCausalConv1D: {"tk_causal_conv1d", []argKind{p, p, p, p, p, p, p, p, i32, i32, i32},
+			"(out, x, w, bias, states, state_off, seq_row, seq_n, channels, width, silu); grid (channel blocks, sequences)"},
+		kSelectiveScan: {"tk_selective_scan", []argKind{p, p, p, p, p, p, p, p, p, p, p, i32, i32, i32, i32},
+			"(y, x, dt, B, C, A, D, states, state_off, seq_row, seq_n, heads, head_dim, state_dim, groups); " +
+				"grid (channel blocks, sequences)"},
 	}
 }
 
