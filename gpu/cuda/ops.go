@@ -428,7 +428,7 @@ func (d *Device) Attention(out, q []float32, kv *gpu.KVLayer, seqs []gpu.AttnSeq
 }
 
 // noKernel is why the recurrent operations run on the host.
-const noKernel = "no kernel for it in the kernel table yet"
+const noKernel = "its kernel (tk_causal_conv1d, tk_selective_scan) is not wired into the device yet"
 
 // CausalConv1D implements gpu.Device on the host (gpu/ref): there is no
 // kernel for it yet.
