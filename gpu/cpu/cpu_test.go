@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/troupe-ai/troupe/gpu"
+	"github.com/troupe-ai/troupe/gpu/gputest"
 	"github.com/troupe-ai/troupe/gpu/ref"
 )
 
@@ -37,19 +38,7 @@ func randSlice(r *rand.Rand, n int, scale float64) []float32 {
 }
 
 func makeWeight(r *rand.Rand, dt gpu.DType, rows, cols int) *gpu.Weight {
-	data := make([]byte, rows*cols*dt.Size())
-	for i := 0; i < rows*cols; i++ {
-		v := float32(r.NormFloat64())
-		switch dt {
-		case gpu.F32:
-			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
-		case gpu.BF16:
-			binary.LittleEndian.PutUint16(data[2*i:], gpu.F32ToBF16(v))
-		case gpu.F16:
-			binary.LittleEndian.PutUint16(data[2*i:], gpu.F32ToF16(v))
-		}
-	}
-	w, err := gpu.NewWeight(dt, rows, cols, data)
+	w, err := gputest.Weight(dt, rows, cols, randSlice(r, rows*cols, 1))
 	if err != nil {
 		panic(err)
 	}

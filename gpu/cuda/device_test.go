@@ -7,7 +7,6 @@
 package cuda
 
 import (
-	"encoding/binary"
 	"math"
 	"math/rand"
 	"testing"
@@ -42,18 +41,7 @@ func randF32(r *rand.Rand, n int) []float32 {
 
 func weightOf(t *testing.T, dt gpu.DType, rows, cols int, vals []float32) *gpu.Weight {
 	t.Helper()
-	data := make([]byte, rows*cols*dt.Size())
-	for i, v := range vals {
-		switch dt {
-		case gpu.F32:
-			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
-		case gpu.BF16:
-			binary.LittleEndian.PutUint16(data[2*i:], gpu.F32ToBF16(v))
-		case gpu.F16:
-			binary.LittleEndian.PutUint16(data[2*i:], gpu.F32ToF16(v))
-		}
-	}
-	w, err := gpu.NewWeight(dt, rows, cols, data)
+	w, err := gputest.Weight(dt, rows, cols, vals)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,12 @@
 // Package gputest builds inputs for the backends' tests: random weights in
-// ggml's quantized block formats, shared by gpu/ref's and gpu/cpu's tests.
+// ggml's quantized block formats and plain weights from values, shared by
+// the backends' tests (gpu/ref, gpu/cpu, gpu/cuda).
 package gputest
 
 import (
 	"encoding/binary"
+	"fmt"
+	"math"
 	"math/rand"
 
 	"github.com/troupe-ai/troupe/gpu"
@@ -57,4 +60,23 @@ func RandQuantWeight(r *rand.Rand, qt QuantType, rows, cols int) *gpu.Weight {
 		panic(err)
 	}
 	return w
+}
+
+// Weight encodes vals (row-major, rows*cols of them; missing ones are 0) as
+// a weight of the plain dtype dt: F32, BF16 or F16.
+func Weight(dt gpu.DType, rows, cols int, vals []float32) (*gpu.Weight, error) {
+	data := make([]byte, rows*cols*dt.Size())
+	for i, v := range vals[:min(len(vals), rows*cols)] {
+		switch dt {
+		case gpu.F32:
+			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
+		case gpu.BF16:
+			binary.LittleEndian.PutUint16(data[2*i:], gpu.F32ToBF16(v))
+		case gpu.F16:
+			binary.LittleEndian.PutUint16(data[2*i:], gpu.F32ToF16(v))
+		default:
+			return nil, fmt.Errorf("gputest: %v is not a plain dtype", dt)
+		}
+	}
+	return gpu.NewWeight(dt, rows, cols, data)
 }
