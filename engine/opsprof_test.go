@@ -58,6 +58,39 @@ func (d *timedDevice) MatMulMulti(dsts [][]float32, x []float32, m int, ws []*gp
 
 var _ gpu.FusedMatMul = (*timedDevice)(nil)
 
+// report logs the time per forward of each operation (most first) and
+// outside them, and reports tokens per second for total over b.N forwards
+// of tokens tokens each.
+func (d *timedDevice) report(b *testing.B, total time.Duration, tokens int) {
+	var names []string
+	var ops time.Duration
+	for k, v := range d.t {
+		names = append(names, k)
+		ops += v
+	}
+	sort.Slice(names, func(i, j int) bool { return d.t[names[i]] > d.t[names[j]] })
+	perForward := func(t time.Duration) float64 { return float64(t.Microseconds()) / 1e3 / float64(b.N) }
+	for _, k := range names {
+		b.Logf("%-36s %8.3f ms", k, perForward(d.t[k]))
+	}
+	b.Logf("%-36s %8.3f ms", "outside ops", perForward(total-ops))
+	b.ReportMetric(float64(tokens*b.N)/total.Seconds(), "tok/s")
+}
+
+// packedDevice is a CPU device of th threads with m's weights packed for
+// it, as troupe generate and serve pack them.
+func packedDevice(b *testing.B, m model.Model, th int) gpu.Device {
+	dev, err := cpu.New(cpu.Options{Threads: th})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(dev.Close)
+	if _, err := model.PackWeights(m, dev); err != nil {
+		b.Fatal(err)
+	}
+	return dev
+}
+
 func (d *timedDevice) Embed(dst []float32, w *gpu.Weight, ids []int32) {
 	defer d.add("embed", d.clock())
 	d.Device.Embed(dst, w, ids)
@@ -93,14 +126,7 @@ func BenchmarkPrefillOps(b *testing.B) {
 	m := benchModel(b, gpu.BF16)
 	pool := benchPool(b, m)
 	for _, th := range []int{1, 2} {
-		dev, err := cpu.New(cpu.Options{Threads: th})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(dev.Close)
-		if _, err := model.PackWeights(m, dev); err != nil {
-			b.Fatal(err)
-		}
+		dev := packedDevice(b, m, th)
 		for _, n := range []int{512, 92} {
 			td := &timedDevice{Device: dev, t: map[string]time.Duration{}, cpuTime: th == 1}
 			b.Run("threads"+strconv.Itoa(th)+"/pp"+strconv.Itoa(n), func(b *testing.B) {
@@ -119,18 +145,7 @@ func BenchmarkPrefillOps(b *testing.B) {
 					total += td.clock() - t0
 					pool.Free(&seq)
 				}
-				var names []string
-				var ops time.Duration
-				for k, v := range td.t {
-					names = append(names, k)
-					ops += v
-				}
-				sort.Slice(names, func(i, j int) bool { return td.t[names[i]] > td.t[names[j]] })
-				for _, k := range names {
-					b.Logf("%-28s %8.2f ms", k, float64(td.t[k].Microseconds())/1e3/float64(b.N))
-				}
-				b.Logf("%-28s %8.2f ms", "outside ops", float64((total-ops).Microseconds())/1e3/float64(b.N))
-				b.ReportMetric(float64(n*b.N)/total.Seconds(), "tok/s")
+				td.report(b, total, n)
 			})
 		}
 	}
@@ -146,14 +161,7 @@ func BenchmarkDecodeOps(b *testing.B) {
 	pool := benchPool(b, m)
 	const depth = 128
 	for _, th := range []int{1, 2} {
-		dev, err := cpu.New(cpu.Options{Threads: th})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(dev.Close)
-		if _, err := model.PackWeights(m, dev); err != nil {
-			b.Fatal(err)
-		}
+		dev := packedDevice(b, m, th)
 		for _, batch := range []int{1, 8} {
 			td := &timedDevice{Device: dev, t: map[string]time.Duration{}, cpuTime: th == 1}
 			b.Run("threads"+strconv.Itoa(th)+"/batch"+strconv.Itoa(batch), func(b *testing.B) {
@@ -182,18 +190,7 @@ func BenchmarkDecodeOps(b *testing.B) {
 					}
 					total += td.clock() - t0
 				}
-				var names []string
-				var ops time.Duration
-				for k, v := range td.t {
-					names = append(names, k)
-					ops += v
-				}
-				sort.Slice(names, func(i, j int) bool { return td.t[names[i]] > td.t[names[j]] })
-				for _, k := range names {
-					b.Logf("%-36s %8.3f ms", k, float64(td.t[k].Microseconds())/1e3/float64(b.N))
-				}
-				b.Logf("%-36s %8.3f ms", "outside ops", float64((total-ops).Microseconds())/1e3/float64(b.N))
-				b.ReportMetric(float64(batch*b.N)/total.Seconds(), "tok/s")
+				td.report(b, total, batch)
 			})
 		}
 	}
