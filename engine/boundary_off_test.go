@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/troupe-ai/troupe/engine"
@@ -46,17 +45,7 @@ func TestNoBoundarySnapshots(t *testing.T) {
 					}
 				}
 				e := engine.New(m, ref.Device{}, pool, engine.Options{PrefixCache: true, NoBoundarySnapshots: off})
-				first := append(slices.Clone(history), 20, 21)
-				if _, err := e.Submit(engine.Request{Prompt: first, MaxTokens: 2, Boundary: len(history)}); err != nil {
-					t.Fatal(err)
-				}
-				for !e.Idle() {
-					if _, err := e.Step(); err != nil {
-						t.Fatal(err)
-					}
-				}
-				_, cached := runTurns(t, e, [][]int32{append(slices.Clone(history), 30, 31, 32)}, 2)
-				return e, cached[0]
+				return e, boundaryThenNext(t, e, history)
 			}
 			e, cached := run(tc.off)
 			if e.WarmUps() != tc.warmUps {

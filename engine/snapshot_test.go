@@ -97,6 +97,16 @@ func TestBoundarySnapshot(t *testing.T) {
 	pool, _ := kvcache.NewPool(model.PoolLayout(m.Cache()), 4, 64, 4)
 	e := engine.New(m, ref.Device{}, pool, engine.Options{PrefixCache: true})
 	history := []int32{1, 5, 6, 7, 8, 9, 10, 11, 12, 13}
+	if cached := boundaryThenNext(t, e, history); cached != len(history) {
+		t.Fatalf("reused %d tokens, want the %d of the history", cached, len(history))
+	}
+}
+
+// boundaryThenNext runs a request of history and a message with its history
+// boundary, then a next turn of history and another message, and returns
+// the prompt tokens that turn reused.
+func boundaryThenNext(t *testing.T, e *engine.Engine, history []int32) int {
+	t.Helper()
 	first := append(slices.Clone(history), 20, 21)
 	if _, err := e.Submit(engine.Request{Prompt: first, MaxTokens: 2, Boundary: len(history)}); err != nil {
 		t.Fatal(err)
@@ -107,7 +117,5 @@ func TestBoundarySnapshot(t *testing.T) {
 		}
 	}
 	_, cached := runTurns(t, e, [][]int32{append(slices.Clone(history), 30, 31, 32)}, 2)
-	if cached[0] != len(history) {
-		t.Fatalf("reused %d tokens, want the %d of the history", cached[0], len(history))
-	}
+	return cached[0]
 }
