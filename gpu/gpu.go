@@ -472,3 +472,26 @@ type Device interface {
 	// Softplus: x = log(1 + exp(x)), and x itself above 20 (torch's threshold).
 	Softplus(x []float32)
 }
+
+// RoPEShape checks the arguments of Device.RoPE and returns the rows of x
+// and the rotated half width (len(cos)/rows); rows is 0 when x holds no
+// whole row. The error is a backend's bug, which it panics with.
+func RoPEShape(x []float32, heads, headDim int, cos, sin []float32) (rows, half int, err error) {
+	if len(x) == 0 {
+		return 0, 0, nil
+	}
+	if heads <= 0 || headDim <= 0 {
+		return 0, 0, fmt.Errorf("RoPE: %d heads of %d dimensions", heads, headDim)
+	}
+	if rows = len(x) / (heads * headDim); rows == 0 {
+		return 0, 0, nil
+	}
+	half = len(cos) / rows
+	if half*2 > headDim {
+		return 0, 0, fmt.Errorf("RoPE: rotary dims %d exceed head dim %d", 2*half, headDim)
+	}
+	if len(sin) < rows*half {
+		return 0, 0, fmt.Errorf("RoPE sin: slice has %d elements, need %d", len(sin), rows*half)
+	}
+	return rows, half, nil
+}

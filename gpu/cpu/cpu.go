@@ -244,19 +244,11 @@ func (d *Device) RMSNorm(dst, x, w []float32, n int, eps float32, unitOffset boo
 
 // RoPE implements gpu.Device.
 func (d *Device) RoPE(x []float32, heads, headDim int, cos, sin []float32) {
-	if len(x) == 0 {
-		return
+	rows, half, err := gpu.RoPEShape(x, heads, headDim, cos, sin)
+	if err != nil {
+		panic("gpu/cpu: " + err.Error())
 	}
-	rows := len(x) / (heads * headDim)
-	if rows == 0 {
-		return
-	}
-	half := len(cos) / rows
-	if half*2 > headDim {
-		panic(fmt.Sprintf("gpu/cpu: RoPE: rotary dims %d exceed head dim %d", 2*half, headDim))
-	}
-	need("RoPE sin", len(sin), rows*half)
-	if half == 0 {
+	if rows == 0 || half == 0 {
 		return
 	}
 	d.lock()
