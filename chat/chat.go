@@ -204,9 +204,8 @@ func (p *Prepared) CacheEnd() int {
 	return p.Breakpoints[len(p.Breakpoints)-1].Pos
 }
 
-// history returns r's messages normalised for tmpl (with kept reasoning
-// re-attached when preserve_thinking is on), the template variables, and
-// whether preserve_thinking is on.
+// history is what tmpl renders for r (see rendering): its messages
+// normalised, with kept reasoning re-attached when preserve_thinking is on.
 func (a *Assets) history(tmpl *templates.Template, r *Request, promptCache bool) (*rendering, error) {
 	msgs, err := a.normalize(tmpl, r.Messages)
 	if err != nil {
@@ -297,7 +296,7 @@ func (a *Assets) PrepareWith(r *Request, o PrepareOptions) (*Prepared, error) {
 		return nil, err
 	}
 	if o.PromptCache { // else nothing would keep the prefixes
-		p.Breakpoints = a.breakpoints(tmpl, r, p.IDs, o.PromptCache)
+		p.Breakpoints = a.breakpoints(tmpl, r, p.IDs, true)
 	}
 	switch {
 	case !withBoundary:
@@ -371,11 +370,7 @@ func (a *Assets) WarmUp(r *Request, reply Reply, promptCache bool) ([]int32, err
 		}
 		ids[i] = a.encode(text)
 	}
-	n := 0
-	for n < len(ids[0]) && n < len(ids[1]) && ids[0][n] == ids[1][n] {
-		n++
-	}
-	return ids[0][:n], nil
+	return ids[0][:commonPrefix(ids[0], ids[1])], nil
 }
 
 // replyMessage is reply as the assistant message a client sends back
