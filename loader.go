@@ -205,7 +205,7 @@ func (l *dirLoader) LoadModel(ctx context.Context, phase func(string)) (model.Mo
 			m.Close()
 			return nil, nil, nil, err
 		} else if n > 0 {
-			l.opts.Logger.Debug("weights packed for the prefill kernels", "bytes", kvcache.FormatBytes(n))
+			l.opts.Logger.Info("weights packed for the matmul kernels", "bytes", kvcache.FormatBytes(n))
 		}
 	}
 	pool, err := newPool(m, l.opts)

@@ -94,14 +94,15 @@ func run(b *testing.B, m model.Model, dev gpu.Device, pool *kvcache.Pool, reqs [
 // (bf16, f32, and bf16 quantized at load to Q8_0 and Q4_0) and mamba-130m
 // shapes (f32): single stream, and the aggregate of 8 sequences decoding in
 // one batch. Each iteration prefills a 16-token prompt per sequence, then
-// times 64 decode steps.
+// times 64 decode steps. Weights are packed as troupe serve packs them
+// (model.PackWeights).
 func BenchmarkDecode(b *testing.B) {
 	for _, mc := range []struct {
 		preset string
 		dt     gpu.DType
 	}{{"smollm2-135m", gpu.BF16}, {"smollm2-135m", gpu.F32}, {"smollm2-135m", gpu.Q8_0}, {"smollm2-135m", gpu.Q4_0}, {"mamba-130m", gpu.F32}} {
 		m := presetModel(b, mc.preset, mc.dt)
-		dev := benchDevice(b, false)
+		dev := packedDevice(b, m, 0)
 		pool := benchPool(b, m)
 		for _, batch := range []int{1, 8} {
 			b.Run(mc.preset+"-"+mc.dt.String()+"/batch"+strconv.Itoa(batch), func(b *testing.B) {

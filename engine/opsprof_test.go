@@ -151,47 +151,55 @@ func BenchmarkPrefillOps(b *testing.B) {
 	}
 }
 
-// BenchmarkDecodeOps runs decode forwards of smollm2-135m (Q8_0, packed as
-// serve packs it) for 1 and 8 sequences 128 positions deep and logs the time
+// BenchmarkDecodeOps runs decode forwards of smollm2-135m (Q8_0 and Q4_0,
+// packed as serve packs them) for 1 and 8 sequences 128 positions deep and logs the time
 // per forward of each device operation: with one thread the calling thread's
 // CPU time, with two wall time. It shows what a batch-8 step pays beyond
 // eight times the matmuls' weight traffic.
 func BenchmarkDecodeOps(b *testing.B) {
-	m := benchModel(b, gpu.Q8_0)
-	pool := benchPool(b, m)
-	const depth = 128
-	for _, th := range []int{1, 2} {
-		dev := packedDevice(b, m, th)
-		for _, batch := range []int{1, 8} {
-			td := &timedDevice{Device: dev, t: map[string]time.Duration{}, cpuTime: th == 1}
-			b.Run("threads"+strconv.Itoa(th)+"/batch"+strconv.Itoa(batch), func(b *testing.B) {
-				runtime.LockOSThread()
-				defer runtime.UnlockOSThread()
-				seqs := make([]kvcache.Seq, batch)
-				for i := range seqs {
-					if err := pool.Reserve(&seqs[i], depth+1); err != nil {
-						b.Fatal(err)
-					}
-				}
-				defer func() {
-					for i := range seqs {
-						pool.Free(&seqs[i])
-					}
-				}()
-				fw := make([]model.Seq, batch)
-				for i := range fw {
-					fw[i] = model.Seq{Tokens: []int32{int32(7 + i)}, Pos: depth, Pages: seqs[i].Pages, Logits: model.LastLogits}
-				}
-				var total time.Duration
-				for b.Loop() {
-					t0 := td.clock()
-					if _, err := m.Forward(td, pool, fw); err != nil {
-						b.Fatal(err)
-					}
-					total += td.clock() - t0
-				}
-				td.report(b, total, batch)
-			})
+	for _, dt := range []gpu.DType{gpu.Q8_0, gpu.Q4_0} {
+		m := benchModel(b, dt)
+		pool := benchPool(b, m)
+		for _, th := range []int{1, 2} {
+			dev := packedDevice(b, m, th)
+			for _, batch := range []int{1, 8} {
+				decodeOps(b, m, pool, dev, dt.String()+"/threads"+strconv.Itoa(th)+"/batch"+strconv.Itoa(batch), th, batch)
+			}
 		}
 	}
+}
+
+// decodeOps is one sub-benchmark of BenchmarkDecodeOps: batch sequences
+// depth positions deep, one decode forward per iteration.
+func decodeOps(b *testing.B, m model.Model, pool *kvcache.Pool, dev gpu.Device, name string, th, batch int) {
+	const depth = 128
+	td := &timedDevice{Device: dev, t: map[string]time.Duration{}, cpuTime: th == 1}
+	b.Run(name, func(b *testing.B) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		seqs := make([]kvcache.Seq, batch)
+		for i := range seqs {
+			if err := pool.Reserve(&seqs[i], depth+1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		defer func() {
+			for i := range seqs {
+				pool.Free(&seqs[i])
+			}
+		}()
+		fw := make([]model.Seq, batch)
+		for i := range fw {
+			fw[i] = model.Seq{Tokens: []int32{int32(7 + i)}, Pos: depth, Pages: seqs[i].Pages, Logits: model.LastLogits}
+		}
+		var total time.Duration
+		for b.Loop() {
+			t0 := td.clock()
+			if _, err := m.Forward(td, pool, fw); err != nil {
+				b.Fatal(err)
+			}
+			total += td.clock() - t0
+		}
+		td.report(b, total, batch)
+	})
 }

@@ -6,36 +6,56 @@ import (
 	"github.com/troupe-ai/troupe/gpu"
 )
 
-// prefillWeights is implemented by models that can list the weights they
-// multiply whole prompts by.
-type prefillWeights interface {
-	prefillWeights() []*gpu.Weight
+// packWeights is implemented by models that can list the weights worth
+// packing ahead of time.
+type packWeights interface {
+	packWeights() []*gpu.Weight
 }
 
-// PackWeights has p pack, ahead of time, the weights m multiplies every row
-// of a prompt by (the attention and MLP projections of every layer; not the
-// embedding or output head, which a prefill step uses for one row only), so
-// that prefill matmuls stop rearranging them on every call. It returns the
+// PackWeights has p pack, ahead of time, the weights m multiplies many rows
+// by, so that matmuls stop rearranging them on every call. It returns the
 // bytes the packed copies add. Weights already packed are left alone, so it
 // may be called more than once; models without such a list are left as
 // they are.
+//
+// Which weights: 16-bit layer projections as prefill multiplies them (q, k
+// and v apart, gate and up apart: the embedding and output head see one row
+// per prompt); quantized ones as decode and batches multiply them (q, k and
+// v joined, gate and up joined, as steps of up to fuseRows rows run them),
+// and a quantized output head too, which a batch of sequences multiplies
+// once per sequence every step.
 func PackWeights(m Model, p gpu.Packer) (int64, error) {
-	pw, ok := m.(prefillWeights)
+	pw, ok := m.(packWeights)
 	if !ok {
 		return 0, nil
 	}
-	n, err := p.PackWeights(pw.prefillWeights())
+	n, err := p.PackWeights(pw.packWeights())
 	if err != nil {
 		return 0, fmt.Errorf("model: packing weights: %w", err)
 	}
 	return n, nil
 }
 
-func (d *decoder) prefillWeights() []*gpu.Weight {
+func (d *decoder) packWeights() []*gpu.Weight {
+	quantized := func(w *gpu.Weight) bool { return w != nil && w.DType.Quantized() }
 	var out []*gpu.Weight
 	for i := range d.layers {
 		a, f := &d.layers[i].attn, &d.layers[i].mlp
-		out = append(out, a.wq, a.wk, a.wv, a.wo, f.gate, f.up, f.down)
+		if quantized(a.wqkv) {
+			out = append(out, a.wqkv)
+		} else {
+			out = append(out, a.wq, a.wk, a.wv)
+		}
+		out = append(out, a.wo)
+		if quantized(f.gateUp) {
+			out = append(out, f.gateUp)
+		} else {
+			out = append(out, f.gate, f.up)
+		}
+		out = append(out, f.down)
+	}
+	if quantized(d.head.lmHead) {
+		out = append(out, d.head.lmHead)
 	}
 	return out
 }

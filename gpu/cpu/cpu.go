@@ -183,7 +183,7 @@ func (d *Device) MatMul(dst, x []float32, m int, w *gpu.Weight) {
 	if w.DType.Quantized() {
 		d.lock()
 		rc := C.tr_qmatmul(d.ctx, fp(dst), fp(x), C.long(m), unsafe.Pointer(unsafe.SliceData(w.Data)),
-			C.int(w.DType), C.long(n), C.long(k))
+			d.quantPacked(w, m), C.int(w.DType), C.long(n), C.long(k))
 		d.mu.Unlock()
 		runtime.KeepAlive(w)
 		if rc != 0 {

@@ -106,19 +106,30 @@
 // 32 KB groups of weight rows that stay in cache while every 4 rows of x
 // pass.
 //
-// Batches of 5-31 rows on the VNNI set run the lane layout instead
-// (tr_impl.h, q_avx512.c's xl_*), because the kernels above unpack each
-// weight block again for every 4 rows of x and, at a batch of 8, spend most
-// of their time there. x is packed into tiles of 8 rows, each row twice
-// over in a 512-bit vector; 8 weight rows at a time are unpacked once per
-// call into unsigned bytes, interleaved by pairs, with their scales; then
-// one vpdpbusd takes 4 quants of each row of a pair (a 64-bit broadcast)
-// against 4 elements of the 8 rows of x, so every instruction serves 2
-// weight rows and 8 rows of x, and the offsets come from x's sums as
-// before. The next 8 weight rows are prefetched a few lines per sub-block
-// while a pass computes. A batch of 8 then costs about 2-2.5x one row on
-// the layer matrices (BenchmarkQuantLayers), where the one-row kernels took
-// 3-4x.
+// On the VNNI set, Q8_0 and Q4_0 weights packed at load (PackWeights, the
+// packed group layout of tr_impl.h) serve every matmul of 1-31 rows. The
+// bytes of each block of 16 weight rows are rearranged so that one 64-byte
+// vector holds 4 quants of each of the 16 rows (Q8_0 stored as q + 128,
+// Q4_0 as its nibble bytes, two vectors per load), followed by the 16
+// rows' scales: vpdpbusd takes such a vector against 4 quants of one row
+// of x broadcast to all lanes, so every weight load serves all the rows of
+// x of a tile of 8, every instruction 16 weight rows, and the sums land as
+// 16 consecutive outputs. The weights stream once per call in one
+// sequential run per thread region, prefetched 4 KB ahead, with no
+// unpacking: a batch of 8 costs about as much as one row while the
+// weights stream from memory (BenchmarkQuantLayers: 1.3-1.7x the time of
+// one row, where the one-row kernels took 3-4x), and one row runs at
+// least as fast as the one-row kernels. The copy costs as much memory as
+// the weights themselves (the same bytes, the last group padded to 16
+// rows): model.PackWeights packs the layer matrices as decode multiplies
+// them and a quantized output head.
+//
+// Batches of 5-31 rows of the other types on the VNNI set (and of Q8_0
+// and Q4_0 weights not packed) run the same lane layout from the weights'
+// own blocks (q_avx512.c's xl_*): 16 weight rows at a time are unpacked
+// once per call (xl_block, then an 8x8 dword transpose per half) into a
+// scratch buffer that every tile of 8 rows of x then streams. The one-row
+// kernels would unpack each weight block again for every 4 rows of x.
 //
 // From 32 rows of x on (compute-bound prefill) the weights
 // are dequantized to float32, bit-exact with gpu's block dequantizers (on

@@ -27,34 +27,65 @@ var (
 	_ gpu.FusedMatMul = (*Device)(nil)
 )
 
-// PackWeights implements gpu.Packer. On the avx512bf16 kernels it gives
-// each BF16 weight a copy in the panel layout of the prefill matmul (the
-// same bytes as the weight, rounded up to whole panels of 32 rows), so that
-// prefill matmuls read it as it is instead of transposing and widening every
-// panel on every call. The copies of one call share one mapping, advised for
-// 2 MiB pages. Other weights and kernel sets are left alone, and so are all
-// weights on a FastBF16 device (its prefill kernel reads them as they are).
+// xpLayout names the packed group layout of Q8_0 and Q4_0 weights
+// (tr_impl.h): the lane layout of the quantized batch matmul, made once.
+func xpLayout(dt gpu.DType) string { return "cpu/xl16-" + dt.String() }
+
+// xpMinRows is the smallest matmul (in rows of x) that uses the packed
+// groups of a quantized weight; below it the one-row kernels stream the
+// weight in its own layout.
+const xpMinRows = 1
+
+// PackWeights implements gpu.Packer. It gives weights a second, packed copy
+// where a kernel set has a layout that reads faster than the weight's own;
+// the copies of one call share one mapping, advised for 2 MiB pages, and
+// the sum of their sizes is returned.
+//
+//   - On the avx512bf16 kernels each BF16 weight gets a copy in the panel
+//     layout of the prefill matmul (the same bytes as the weight, rounded
+//     up to whole panels of 32 rows), so that prefill matmuls read it as it
+//     is instead of transposing and widening every panel on every call. Not
+//     on a FastBF16 device (its prefill kernel reads the weights as they
+//     are).
+//   - With AVX-512 VNNI each Q8_0 and Q4_0 weight gets a copy in the packed
+//     group layout (the same bytes, rearranged; the last group of 16 rows
+//     padded), which decode and batches of up to 31 rows stream with no
+//     unpacking (see doc.go).
+//
+// Other weights and kernel sets are left alone.
 func (d *Device) PackWeights(ws []*gpu.Weight) (int64, error) {
-	if d.fast || d.noPanels {
+	if d.noPanels {
 		return 0, nil
 	}
 	d.lock()
 	defer d.mu.Unlock()
-	if C.tr_panel_supported(d.ctx) == 0 {
-		return 0, nil
+	panels := !d.fast && C.tr_panel_supported(d.ctx) != 0
+	type copyOf struct {
+		w      *gpu.Weight
+		layout string
+		n      int
 	}
-	var todo []*gpu.Weight
+	var todo []copyOf
 	total := 0
 	for _, w := range ws {
-		if w == nil || w.DType != gpu.BF16 || w.Rows <= 0 || w.Cols <= 0 || len(w.Data) < w.Rows*w.Cols*2 ||
-			slices.Contains(todo, w) {
+		if w == nil || w.Rows <= 0 || w.Cols <= 0 || slices.ContainsFunc(todo, func(c copyOf) bool { return c.w == w }) {
 			continue
 		}
-		if p := w.Packed(); p != nil && p.Layout == panelLayout {
+		var c copyOf
+		switch {
+		case panels && w.DType == gpu.BF16 && len(w.Data) >= w.Rows*w.Cols*2:
+			c = copyOf{w, panelLayout, panelBytes(w)}
+		case w.DType.Quantized() && C.tr_xp_supported(d.ctx, C.int(w.DType)) != 0 && w.Cols%w.DType.BlockSize() == 0 &&
+			len(w.Data) >= w.Rows*w.RowBytes():
+			c = copyOf{w, xpLayout(w.DType), xpBytes(w)}
+		default:
 			continue
 		}
-		todo = append(todo, w)
-		total += panelBytes(w)
+		if p := w.Packed(); p != nil && p.Layout == c.layout {
+			continue
+		}
+		todo = append(todo, c)
+		total += (c.n + 63) &^ 63 // each copy 64-byte aligned
 	}
 	if total == 0 {
 		return 0, nil
@@ -64,16 +95,39 @@ func (d *Device) PackWeights(ws []*gpu.Weight) (int64, error) {
 		return 0, err
 	}
 	off := 0
-	for _, w := range todo {
-		n := panelBytes(w)
-		buf := arena.buf[off : off+n : off+n]
-		off += n
-		C.tr_panel_pack(d.ctx, (*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(buf))),
-			(*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(w.Data))), C.long(w.Rows), C.long(w.Cols))
+	for _, c := range todo {
+		buf := arena.buf[off : off+c.n : off+c.n]
+		off += (c.n + 63) &^ 63
+		w := c.w
+		if c.layout == panelLayout {
+			C.tr_panel_pack(d.ctx, (*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(buf))),
+				(*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(w.Data))), C.long(w.Rows), C.long(w.Cols))
+		} else {
+			C.tr_xp_pack(C.int(w.DType), (*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(buf))),
+				(*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(w.Data))), C.long(w.Rows), C.long(w.Cols))
+		}
 		runtime.KeepAlive(w)
-		w.SetPacked(&gpu.Packed{Layout: panelLayout, Data: buf, Owner: arena})
+		w.SetPacked(&gpu.Packed{Layout: c.layout, Data: buf, Owner: arena})
 	}
 	return int64(total), nil
+}
+
+// xpBytes is the size of w's packed group copy.
+func xpBytes(w *gpu.Weight) int {
+	return int(C.tr_xp_bytes(C.int(w.DType), C.long(w.Rows), C.long(w.Cols)))
+}
+
+// quantPacked returns w's packed group copy when a quantized matmul of m
+// rows should use it, else nil.
+func (d *Device) quantPacked(w *gpu.Weight, m int) unsafe.Pointer {
+	if m < xpMinRows || m >= quantDequantMin || d.noPanels {
+		return nil
+	}
+	p := w.Packed()
+	if p == nil || p.Layout != xpLayout(w.DType) || len(p.Data) != xpBytes(w) {
+		return nil
+	}
+	return unsafe.Pointer(unsafe.SliceData(p.Data))
 }
 
 // panelBytes is the size of w's panel copy: whole panels, each 64 bytes per

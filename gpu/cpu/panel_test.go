@@ -75,6 +75,22 @@ func TestPackWeights(t *testing.T) {
 				t.Fatalf("%s %v: packing twice added %d bytes", k, dt, again)
 			}
 		}
+		// quantized weights: the packed group layout for Q8_0 and Q4_0
+		// where the quantized kernels are the VNNI ones, nothing else
+		for _, qt := range quantTypes {
+			w := randQuantWeight(r, qt.DType, qt.Scales, 33, 256)
+			got := pack(t, d, w)
+			want := int64(0)
+			if d.QuantKernels() == "avx512vnni" && (qt.DType == gpu.Q8_0 || qt.DType == gpu.Q4_0) {
+				want = int64(xpBytes(w)+63) &^ 63
+			}
+			if got != want || (w.Packed() != nil) != (want > 0) {
+				t.Fatalf("%s %v: PackWeights added %d bytes (packed %v), want %d", k, qt.DType, got, w.Packed() != nil, want)
+			}
+			if again := pack(t, d, w); again != 0 {
+				t.Fatalf("%s %v: packing twice added %d bytes", k, qt.DType, again)
+			}
+		}
 	}
 }
 

@@ -269,7 +269,7 @@ Q2KENTRY(Q5_K, C2K)
 Q2KENTRY(Q6_K, C26)
 
 
-/* ---- the lane layout: 8 rows of x times a pair of weight rows per vector (tr_impl.h) ---- */
+/* ---- the lane layout: 16 weight rows per vector, rows of x broadcast (tr_impl.h) ---- */
 
 /* Block b of a weight row of dtype DT: the unsigned quants u (element = s*(u
  * - off) + o), XB/32 vectors of 32 in element order, and the sub-blocks'
@@ -350,29 +350,55 @@ QI void xl_block(const int DT, const uint8_t *w, long b, __m256i *u, float *s, f
 	}
 }
 
-/* Weight rows a and b of dtype DT (k elements) into the pair layout at dst. */
-QI void xl_pair_t(const int DT, const uint8_t *a, const uint8_t *b, long k, uint8_t *dst) {
+/* Rows j (low half) and j+8 (high half) of a[j], 8 dwords each, into
+ * a[g] lane j = dword g of row j, lane 8+j = dword g of row 8+j: an 8x8
+ * dword transpose in each 256-bit half. */
+QI void xl_transpose(__m512i *a) {
+	__m512i t[8], s[8];
+	for (int i = 0; i < 4; i++) {
+		t[2 * i] = _mm512_unpacklo_epi32(a[2 * i], a[2 * i + 1]);
+		t[2 * i + 1] = _mm512_unpackhi_epi32(a[2 * i], a[2 * i + 1]);
+	}
+	for (int h = 0; h < 2; h++) {
+		s[4 * h] = _mm512_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+		s[4 * h + 1] = _mm512_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+		s[4 * h + 2] = _mm512_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+		s[4 * h + 3] = _mm512_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+	}
+	/* s[c] (rows 0-3 and 8-11) and s[4+c] (rows 4-7 and 12-15) hold dword
+	 * c in their 128-bit lanes 0 and 2, dword 4+c in lanes 1 and 3 */
+	const __m512i lo = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0), hi = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
+	for (int c = 0; c < 4; c++) {
+		a[c] = _mm512_permutex2var_epi64(s[c], lo, s[4 + c]);
+		a[4 + c] = _mm512_permutex2var_epi64(s[c], hi, s[4 + c]);
+	}
+}
+
+/* Weight rows w[0..nw) (rowb bytes apart, k elements of dtype DT; the rows
+ * past nw repeat the last) into the group layout at dst (tr_impl.h). */
+QI void xl_group_t(const int DT, const uint8_t *w, long rowb, int nw, long k, uint8_t *dst) {
 	const int XB = tr_xl_xb(DT), S = tr_xl_s(DT), MIN = tr_xl_min(DT), NS = XB / S;
-	float *f = (float *)(dst + 2 * k), *fo = f + 2 * (k / S);
-	for (long i = 0; i < k / XB; i++) {
-		__m256i ua[8], ub[8];
-		float sa[16], sb[16], oa[16], ob[16];
-		xl_block(DT, a, i, ua, sa, oa);
-		xl_block(DT, b, i, ub, sb, ob);
+	const long ns = k / S;
+	float *sc = (float *)(dst + TR_XL_L * k), *mn = sc + TR_XL_L * ns;
+	for (long b = 0; b < k / XB; b++) {
+		__m256i u[TR_XL_L][XB / 32];
+		float s[TR_XL_L][16], o[TR_XL_L][16];
+		for (int j = 0; j < TR_XL_L; j++)
+			xl_block(DT, w + (j < nw ? j : nw - 1) * rowb, b, u[j], s[j], o[j]);
 		for (int c = 0; c < XB / 32; c++) {
-			const __m256i lo = _mm256_unpacklo_epi32(ua[c], ub[c]), hi = _mm256_unpackhi_epi32(ua[c], ub[c]);
-			uint8_t *d = dst + 2 * (i * XB + 32 * c);
-			_mm256_storeu_si256((__m256i *)d, _mm256_permute2x128_si256(lo, hi, 0x20));
-			_mm256_storeu_si256((__m256i *)(d + 32), _mm256_permute2x128_si256(lo, hi, 0x31));
+			__m512i a[8];
+			for (int j = 0; j < 8; j++)
+				a[j] = _mm512_inserti64x4(_mm512_castsi256_si512(u[j][c]), u[j + 8][c], 1);
+			xl_transpose(a);
+			for (int g = 0; g < 8; g++)
+				_mm512_store_si512((void *)(dst + ((b * XB + 32 * c) / 4 + g) * 64), a[g]);
 		}
-		for (int j = 0; j < NS; j++) {
-			f[2 * (i * NS + j)] = sa[j];
-			f[2 * (i * NS + j) + 1] = sb[j];
-			if (MIN) {
-				fo[2 * (i * NS + j)] = oa[j];
-				fo[2 * (i * NS + j) + 1] = ob[j];
+		for (int i = 0; i < NS; i++)
+			for (int j = 0; j < TR_XL_L; j++) {
+				sc[TR_XL_L * (b * NS + i) + j] = s[j][i];
+				if (MIN)
+					mn[TR_XL_L * (b * NS + i) + j] = o[j][i];
 			}
-		}
 	}
 }
 
@@ -392,10 +418,10 @@ QI void xl_pair_t(const int DT, const uint8_t *a, const uint8_t *b, long k, uint
 	default: CALL(TR_Q6_K); break;                                                                                 \
 	}
 
-QF void xl_pair(int dt, const uint8_t *a, const uint8_t *b, long k, uint8_t *dst) {
-#define C_PAIR(T) xl_pair_t(T, a, b, k, dst)
-	XL_BY_TYPE(dt, C_PAIR)
-#undef C_PAIR
+QF void xl_group(int dt, const uint8_t *w, long rowb, int nw, long k, uint8_t *dst) {
+#define C_GROUP(T) xl_group_t(T, w, rowb, nw, k, dst)
+	XL_BY_TYPE(dt, C_GROUP)
+#undef C_GROUP
 }
 
 /* Cache lines to prefetch, per sub-block of a tile's sweep. */
@@ -404,112 +430,189 @@ typedef struct {
 	int per;
 } xl_pf;
 
-/* TR_XL_PAIRS pairs of weight rows (pair layouts pb bytes apart) times one
- * tile of x: acc[p] lane 2r+h = (row h of pair p) . (row r of x). Per
- * sub-block the integer sums (started at x's offset correction) are scaled
- * into a float block sum, per activation block scaled by x's scales. Four
- * integer accumulators per pair (two for sub-blocks of 16) keep sixteen
- * vpdpbusd chains in flight. */
-QI void xl_tile(const int S, const int XB, const int MIN, const int OFF, const uint8_t *pw, size_t pb, long k,
+/* A group of 16 weight rows (unpacked at pw) times the first R rows of a
+ * tile of x: acc[r] lane j = (weight row j) . (row r of x). Per group of 4
+ * elements one 64-byte load of the weights serves every row of x, each a
+ * 4-byte broadcast of its quants; per sub-block the integer sums (started
+ * at x's offset correction) are converted and scaled by the weight rows'
+ * scales times x's block scale, and the minimums come in through x's sums. */
+QI void xl_tile(const int R, const int S, const int XB, const int MIN, const int OFF, const uint8_t *pw, long k,
 		const uint8_t *tile, __m512 *acc, xl_pf *pf) {
-	const int P = TR_XL_PAIRS;
 	const long ns = k / S;
 	const uint8_t *xq = tile;
-	const float *dx = (const float *)(tile + TR_XL_L * k), *xs = dx + TR_XL_L * (k / XB);
-	const int32_t *xc = (const int32_t *)(xs + (MIN ? TR_XL_L * ns : 0));
-	for (int p = 0; p < P; p++)
-		acc[p] = _mm512_setzero_ps();
-	for (long b = 0; b < k / XB; b++) {
-		__m512 blk[TR_XL_PAIRS];
-		for (int p = 0; p < P; p++)
-			blk[p] = _mm512_setzero_ps();
-		for (int sb = 0; sb < XB / S; sb++) {
-			const long e0 = b * XB + sb * S, si = e0 / S;
-			/* four integer chains per pair (two for sub-blocks of 16) */
-			__m512i d[4][TR_XL_PAIRS];
-			for (int i = 0; i < pf->per && pf->p < pf->end; i++, pf->p += 64)
-				_mm_prefetch((const char *)pf->p, _MM_HINT_T0);
-			const __m512i c0 = OFF ? _mm512_load_si512((const void *)(xc + TR_XL_L * si)) : _mm512_setzero_si512();
-			for (int p = 0; p < P; p++) {
-				d[0][p] = c0;
-				d[1][p] = d[2][p] = d[3][p] = _mm512_setzero_si512();
-			}
-			const int NA = S == 32 ? 4 : 2;
-			for (int g = 0; g < S / 4; g += NA) {
-				const long G = e0 / 4 + g;
-				for (int q = 0; q < NA; q++) {
-					const __m512i xv = _mm512_load_si512((const void *)(xq + (G + q) * 4 * TR_XL_L));
-					for (int p = 0; p < P; p++) {
-						long long a;
-						memcpy(&a, pw + p * pb + 8 * (G + q), 8);
-						d[q][p] = _mm512_dpbusd_epi32(d[q][p], _mm512_set1_epi64(a), xv);
-					}
-				}
-			}
-			for (int p = 0; p < P; p++) {
-				double sc;
-				memcpy(&sc, pw + p * pb + 2 * k + 8 * si, 8);
-				const __m512i t = _mm512_add_epi32(_mm512_add_epi32(d[0][p], d[1][p]), _mm512_add_epi32(d[2][p], d[3][p]));
-				blk[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_castpd_ps(_mm512_set1_pd(sc)), blk[p]);
-			}
-			if (MIN) {
-				const __m512 xsv = _mm512_load_ps(xs + TR_XL_L * si);
-				for (int p = 0; p < P; p++) {
-					double mo;
-					memcpy(&mo, pw + p * pb + 2 * k + 8 * ns + 8 * si, 8);
-					acc[p] = _mm512_fmadd_ps(_mm512_castpd_ps(_mm512_set1_pd(mo)), xsv, acc[p]);
-				}
+	const float *dx = (const float *)(tile + TR_XL_R * k), *xs = dx + TR_XL_R * (k / XB);
+	const int32_t *xc = (const int32_t *)(xs + (MIN ? TR_XL_R * ns : 0));
+	const float *sc = (const float *)(pw + TR_XL_L * k), *mn = sc + TR_XL_L * ns;
+	for (int r = 0; r < R; r++)
+		acc[r] = _mm512_setzero_ps();
+	for (long si = 0; si < ns; si++) {
+		for (int i = 0; i < pf->per && pf->p < pf->end; i++, pf->p += 64)
+			_mm_prefetch((const char *)pf->p, _MM_HINT_T0);
+		__m512i d[TR_XL_R];
+		for (int r = 0; r < R; r++)
+			d[r] = OFF ? _mm512_set1_epi32(xc[TR_XL_R * si + r]) : _mm512_setzero_si512();
+		for (int g = 0; g < S / 4; g++) {
+			const long G = si * (S / 4) + g;
+			const __m512i wv = _mm512_load_si512((const void *)(pw + G * 64));
+			for (int r = 0; r < R; r++) {
+				int32_t xv;
+				memcpy(&xv, xq + G * 4 * TR_XL_R + 4 * r, 4);
+				d[r] = _mm512_dpbusd_epi32(d[r], wv, _mm512_set1_epi32(xv));
 			}
 		}
-		const __m512 dxv = _mm512_load_ps(dx + TR_XL_L * b);
-		for (int p = 0; p < P; p++)
-			acc[p] = _mm512_fmadd_ps(blk[p], dxv, acc[p]);
+		const __m512 sv = _mm512_load_ps(sc + TR_XL_L * si);
+		const long b = si * S / XB;
+		for (int r = 0; r < R; r++) {
+			acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[r]), _mm512_mul_ps(sv, _mm512_set1_ps(dx[TR_XL_R * b + r])),
+						 acc[r]);
+			if (MIN)
+				acc[r] = _mm512_fmadd_ps(_mm512_load_ps(mn + TR_XL_L * si), _mm512_set1_ps(xs[TR_XL_R * si + r]),
+							 acc[r]);
+		}
 	}
+}
+
+/* xl_tile for the sub-block shapes of the types (S, XB, minimums, offset),
+ * R rows of x. */
+QI void xl_tile_r(const int R, int S, int XB, int MIN, const uint8_t *pw, long k, const uint8_t *tile, __m512 *acc,
+		  xl_pf *pf) {
+	if (S == 32 && XB == 32 && MIN)
+		xl_tile(R, 32, 32, 1, 0, pw, k, tile, acc, pf);
+	else if (S == 32 && XB == 32)
+		xl_tile(R, 32, 32, 0, 1, pw, k, tile, acc, pf);
+	else if (S == 32)
+		xl_tile(R, 32, 256, 1, 0, pw, k, tile, acc, pf);
+	else if (MIN)
+		xl_tile(R, 16, 256, 1, 0, pw, k, tile, acc, pf);
+	else
+		xl_tile(R, 16, 256, 0, 1, pw, k, tile, acc, pf);
 }
 
 QF void xl_rows_qavx512(int dt, const uint8_t *w, long rowb, long r0, long r1, long k, const uint8_t *tiles, long m,
 			float *dst, long ldd, void *scratch) {
-	const size_t pb = tr_xl_pair_bytes(dt, k), tb = tr_xl_tile_bytes(dt, k);
-	const int S = tr_xl_s(dt), XB = tr_xl_xb(dt), MIN = tr_xl_min(dt), OFF = tr_xl_off(dt) != 0;
-	const int NR = 2 * TR_XL_PAIRS;
+	const size_t tb = tr_xl_tile_bytes(dt, k);
+	const int S = tr_xl_s(dt), XB = tr_xl_xb(dt), MIN = tr_xl_min(dt);
 	const long nt = (m + TR_XL_R - 1) / TR_XL_R;
 	uint8_t *pw = scratch;
-	for (long r = r0; r < r1; r += NR) {
-		const int nw = r1 - r < NR ? (int)(r1 - r) : NR;
-		for (int p = 0; p < TR_XL_PAIRS; p++) {
-			const int j = 2 * p < nw ? 2 * p : 0, j1 = j + 1 < nw ? j + 1 : j;
-			xl_pair(dt, w + (r + j) * rowb, w + (r + j1) * rowb, k, pw + p * pb);
-		}
+	for (long r = r0; r < r1; r += TR_XL_L) {
+		const int nw = r1 - r < TR_XL_L ? (int)(r1 - r) : TR_XL_L;
+		xl_group(dt, w + r * rowb, rowb, nw, k, pw);
 		/* the next rows' weights come from memory while these compute: a
 		 * few lines per sub-block of the first tile, so that the misses
 		 * spread over the pass rather than queue at its start */
-		xl_pf pf = {.p = w + (r + NR) * rowb, .end = w + (r1 < r + 2 * NR ? r1 : r + 2 * NR) * rowb};
+		xl_pf pf = {.p = w + (r + TR_XL_L) * rowb, .end = w + (r1 < r + 2 * TR_XL_L ? r1 : r + 2 * TR_XL_L) * rowb};
 		pf.per = (int)((pf.end > pf.p ? (pf.end - pf.p) / 64 : 0) / (k / S) + 1);
+		const __mmask16 keep = (__mmask16)((1u << nw) - 1);
 		for (long t = 0; t < nt; t++) {
 			const uint8_t *tile = tiles + t * tb;
-			__m512 acc[TR_XL_PAIRS];
-			if (S == 32 && XB == 32 && MIN)
-				xl_tile(32, 32, 1, 0, pw, pb, k, tile, acc, &pf);
-			else if (S == 32 && XB == 32)
-				xl_tile(32, 32, 0, 1, pw, pb, k, tile, acc, &pf);
-			else if (S == 32)
-				xl_tile(32, 256, 1, 0, pw, pb, k, tile, acc, &pf);
-			else if (MIN)
-				xl_tile(16, 256, 1, 0, pw, pb, k, tile, acc, &pf);
-			else
-				xl_tile(16, 256, 0, 1, pw, pb, k, tile, acc, &pf);
 			const long rows = m - t * TR_XL_R < TR_XL_R ? m - t * TR_XL_R : TR_XL_R;
-			for (int p = 0; 2 * p < nw; p++) {
-				float o[TR_XL_L];
-				_mm512_storeu_ps(o, acc[p]);
-				for (long i = 0; i < rows; i++) {
-					dst[(t * TR_XL_R + i) * ldd + r + 2 * p] = o[2 * i];
-					if (2 * p + 1 < nw)
-						dst[(t * TR_XL_R + i) * ldd + r + 2 * p + 1] = o[2 * i + 1];
-				}
-			}
+			__m512 acc[TR_XL_R];
+			if (rows > 4)
+				xl_tile_r(8, S, XB, MIN, pw, k, tile, acc, &pf);
+			else if (rows > 2)
+				xl_tile_r(4, S, XB, MIN, pw, k, tile, acc, &pf);
+			else if (rows > 1)
+				xl_tile_r(2, S, XB, MIN, pw, k, tile, acc, &pf);
+			else
+				xl_tile_r(1, S, XB, MIN, pw, k, tile, acc, &pf);
+			for (long i = 0; i < rows; i++)
+				_mm512_mask_storeu_ps(dst + (t * TR_XL_R + i) * ldd + r, keep, acc[i]);
 		}
 	}
+}
+
+
+
+/* ---- the packed group layout: the lane layout made once at load (tr_impl.h) ---- */
+
+/* Bytes ahead of the block in use that a packed pass prefetches. */
+#define XP_PF 4096
+
+/* A packed group of 16 Q8_0 or Q4_0 weight rows (g) times the first R rows
+ * of a tile of x, as xl_tile: per block, every 64-byte load of weights (two
+ * vectors of nibbles for Q4_0) serves every row of x. With fewer than 4
+ * rows of x, two integer chains per row keep enough vpdpbusd in flight. */
+QI void xp_tile(const int DT, const int R, const uint8_t *g, long k, const uint8_t *tile, __m512 *acc) {
+	const long nb = k / 32;
+	const size_t BB = DT == TR_Q8_0 ? 544 : 288;
+	const int QB = DT == TR_Q8_0 ? 512 : 256, NA = R < 4 ? 2 : 1;
+	const uint8_t *xq = tile;
+	const float *dx = (const float *)(tile + TR_XL_R * k);
+	const int32_t *xc = (const int32_t *)(dx + TR_XL_R * nb);
+	const __m512i m4 = _mm512_set1_epi8(15);
+	for (int r = 0; r < R; r++)
+		acc[r] = _mm512_setzero_ps();
+	for (long b = 0; b < nb; b++) {
+		const uint8_t *blk = g + b * BB;
+		for (size_t o = 0; o < BB; o += 64)
+			_mm_prefetch((const char *)(blk + XP_PF + o), _MM_HINT_T0);
+		__m512i d[2][TR_XL_R];
+		for (int r = 0; r < R; r++) {
+			d[0][r] = _mm512_set1_epi32(xc[TR_XL_R * b + r]);
+			d[1][r] = _mm512_setzero_si512();
+		}
+		const uint8_t *xb = xq + b * 8 * 4 * TR_XL_R;
+#define XP_DOT(wv, grp, a)                                                                                             \
+	for (int r = 0; r < R; r++) {                                                                                  \
+		int32_t xv;                                                                                            \
+		memcpy(&xv, xb + (grp) * 4 * TR_XL_R + 4 * r, 4);                                                      \
+		d[a][r] = _mm512_dpbusd_epi32(d[a][r], wv, _mm512_set1_epi32(xv));                                     \
+	}
+		if (DT == TR_Q8_0) {
+			for (int v = 0; v < 8; v++) {
+				const __m512i wv = _mm512_loadu_si512((const void *)(blk + 64 * v));
+				XP_DOT(wv, v, NA == 2 ? v & 1 : 0)
+			}
+		} else {
+			for (int v = 0; v < 4; v++) {
+				const __m512i wv = _mm512_loadu_si512((const void *)(blk + 64 * v));
+				const __m512i lo = _mm512_and_si512(wv, m4), hi = _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4);
+				XP_DOT(lo, v, 0)
+				XP_DOT(hi, 4 + v, NA - 1)
+			}
+		}
+#undef XP_DOT
+		const __m512 sv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + QB)));
+		for (int r = 0; r < R; r++) {
+			const __m512i t = NA == 2 ? _mm512_add_epi32(d[0][r], d[1][r]) : d[0][r];
+			acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(sv, _mm512_set1_ps(dx[TR_XL_R * b + r])),
+						 acc[r]);
+		}
+	}
+}
+
+QI void xp_rows_t(const int DT, const uint8_t *xp, long r0, long r1, long k, const uint8_t *tiles, long m, float *dst,
+		  long ldd) {
+	const size_t tb = tr_xl_tile_bytes(DT, k), gb = (size_t)(k / 32) * (DT == TR_Q8_0 ? 544 : 288);
+	const long nt = (m + TR_XL_R - 1) / TR_XL_R;
+	for (long r = r0; r < r1; r += TR_XL_L) {
+		const uint8_t *g = xp + (size_t)(r / TR_XL_L) * gb;
+		const int nw = r1 - r < TR_XL_L ? (int)(r1 - r) : TR_XL_L;
+		const __mmask16 keep = (__mmask16)((1u << nw) - 1);
+		for (long t = 0; t < nt; t++) {
+			const uint8_t *tile = tiles + t * tb;
+			const long rows = m - t * TR_XL_R < TR_XL_R ? m - t * TR_XL_R : TR_XL_R;
+			__m512 acc[TR_XL_R];
+			if (rows > 4)
+				xp_tile(DT, 8, g, k, tile, acc);
+			else if (rows > 2)
+				xp_tile(DT, 4, g, k, tile, acc);
+			else if (rows > 1)
+				xp_tile(DT, 2, g, k, tile, acc);
+			else
+				xp_tile(DT, 1, g, k, tile, acc);
+			for (long i = 0; i < rows; i++)
+				_mm512_mask_storeu_ps(dst + (t * TR_XL_R + i) * ldd + r, keep, acc[i]);
+		}
+	}
+}
+
+QF void xp_rows_qavx512(int dt, const uint8_t *xp, long r0, long r1, long k, const uint8_t *tiles, long m, float *dst,
+			long ldd) {
+	if (dt == TR_Q8_0)
+		xp_rows_t(TR_Q8_0, xp, r0, r1, k, tiles, m, dst, ldd);
+	else
+		xp_rows_t(TR_Q4_0, xp, r0, r1, k, tiles, m, dst, ldd);
 }
 
 
@@ -564,6 +667,7 @@ const tr_qkernels tr_qk_avx512 = {
 			[TR_Q6_K] = dot2_Q6_K_qavx512,
 		},
 	.xl = xl_rows_qavx512,
+	.xp = xp_rows_qavx512,
 	.dequant = xl_dequant,
 };
 #endif

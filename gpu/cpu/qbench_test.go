@@ -86,7 +86,9 @@ func BenchmarkQuantMatMul(b *testing.B) {
 // SmolLM2-135M (q, k, v, o, gate, up, down; no lm_head), each with its own
 // weights, for one token (M1) and a batch of 8 (M8), per weight type as
 // llama-quantize lays out a file of that type (fallbackType for width 576),
-// and reports µs per token step and the GB/s of weights streamed.
+// in their own layout and, where the kernel set has one, packed at load
+// (PackWeights), and reports µs per token step and the GB/s of weights
+// streamed.
 func BenchmarkQuantLayers(b *testing.B) {
 	d, err := New(Options{})
 	if err != nil {
@@ -104,26 +106,42 @@ func BenchmarkQuantLayers(b *testing.B) {
 				bytes += len(w.Data)
 			}
 		}
-		for _, m := range []int{1, 8} {
-			x := randSlice(rand.New(rand.NewSource(1)), m*1536, 1)
-			dst := make([]float32, m*1536)
-			b.Run(fmt.Sprintf("%v/M%d", dt, m), func(b *testing.B) {
-				for b.Loop() {
-					for _, w := range ws {
-						d.MatMul(dst, x, m, w)
-					}
+		for _, packed := range []bool{false, true} {
+			name := "own"
+			if packed {
+				// as serve packs them: Q8_0 and Q4_0 get the packed
+				// group layout on the VNNI set
+				n, err := d.PackWeights(ws)
+				if err != nil {
+					b.Fatal(err)
 				}
-				sec := b.Elapsed().Seconds() / float64(b.N)
-				b.ReportMetric(sec*1e6, "µs/step")
-				b.ReportMetric(float64(m)/sec, "tok/s")
-				b.ReportMetric(float64(bytes)/sec/1e9, "GB/s")
-				b.ReportMetric(float64(bytes)/1e6, "MB")
-			})
+				if n == 0 {
+					continue
+				}
+				name = "packed"
+			}
+			for _, m := range []int{1, 8} {
+				x := randSlice(rand.New(rand.NewSource(1)), m*1536, 1)
+				dst := make([]float32, m*1536)
+				b.Run(fmt.Sprintf("%v/%s/M%d", dt, name, m), func(b *testing.B) {
+					for b.Loop() {
+						for _, w := range ws {
+							d.MatMul(dst, x, m, w)
+						}
+					}
+					sec := b.Elapsed().Seconds() / float64(b.N)
+					b.ReportMetric(sec*1e6, "µs/step")
+					b.ReportMetric(float64(m)/sec, "tok/s")
+					b.ReportMetric(float64(bytes)/sec/1e9, "GB/s")
+					b.ReportMetric(float64(bytes)/1e6, "MB")
+				})
+			}
 		}
 	}
 }
 
-// BenchmarkQuantKernel measures the kernels alone: one thread, m = 1, a
+// BenchmarkQuantKernel measures the kernels alone: one thread, m = 1 to 16,
+// weights in their own layout and packed (where the set packs the type), a
 // 128 x 1536 matrix that stays in L2 between calls, so GB/s is the rate at
 // which a core can consume weights of each type when memory is not the
 // limit (decode is memory-bound only while this is well above a thread's
@@ -137,17 +155,28 @@ func BenchmarkQuantKernel(b *testing.B) {
 		defer d.Close()
 		for _, dt := range append([]gpu.DType{gpu.Q4_1, gpu.Q5_1, gpu.Q2_K, gpu.Q3_K}, quantBenchTypes...) {
 			w := benchWeightOf(dt, 128, 1536)
-			for _, m := range []int{1, 4} {
-				x := randSlice(rand.New(rand.NewSource(1)), m*1536, 1)
-				dst := make([]float32, m*128)
-				b.Run(fmt.Sprintf("%s/%v/M%d", ks, dt, m), func(b *testing.B) {
-					for b.Loop() {
-						d.MatMul(dst, x, m, w)
+			for _, packed := range []bool{false, true} {
+				name := dt.String()
+				if packed {
+					if n, err := d.PackWeights([]*gpu.Weight{w}); err != nil {
+						b.Fatal(err)
+					} else if n == 0 {
+						continue
 					}
-					sec := b.Elapsed().Seconds() / float64(b.N)
-					b.ReportMetric(float64(len(w.Data))/sec/1e9, "GB/s")
-					b.ReportMetric(float64(m*128*1536)/sec/1e9, "Gmac/s")
-				})
+					name += "-packed"
+				}
+				for _, m := range []int{1, 4, 8, 16} {
+					x := randSlice(rand.New(rand.NewSource(1)), m*1536, 1)
+					dst := make([]float32, m*128)
+					b.Run(fmt.Sprintf("%s/%s/M%d", ks, name, m), func(b *testing.B) {
+						for b.Loop() {
+							d.MatMul(dst, x, m, w)
+						}
+						sec := b.Elapsed().Seconds() / float64(b.N)
+						b.ReportMetric(float64(len(w.Data))/sec/1e9, "GB/s")
+						b.ReportMetric(float64(m*128*1536)/sec/1e9, "Gmac/s")
+					})
+				}
 			}
 		}
 	}

@@ -7,14 +7,18 @@
  * rows (tr_regions, as the 16-bit decode matmul does) and walks it front to
  * back, each weight row dotted with up to 4 rows of x per pass (from L1 for
  * the later passes), with the rows a few KB ahead prefetched.
- * Batches (TR_XL_MIN <= m < TR_QMM_DEQUANT) on a set with the lane layout
- * (tr_impl.h; AVX-512 VNNI) run it instead, in the same regions: x is
- * packed into tiles of 8 rows, and each 8 weight rows are unpacked once
- * into bytes and pass over every tile, one vpdpbusd per 4 elements of 2
- * weight rows and 8 rows of x. The one-row kernels unpack each weight
+ * Q8_0 and Q4_0 weights packed at load (tr_xp_pack: the packed group
+ * layout of tr_impl.h) on the VNNI set run every call of 1-31 rows
+ * through it instead, in the same regions: x is packed into tiles of 8
+ * rows, and each group of 16 weight rows, already in the lane layout,
+ * streams once per tile with no unpacking (from L1 after the first tile):
+ * one vpdpbusd per 4 elements of 16 weight rows and one row of x.
+ * Batches (TR_XL_MIN <= m < TR_QMM_DEQUANT) of other weights on a set with
+ * the lane layout (tr_impl.h; AVX-512 VNNI) run it from their own blocks:
+ * each 16 weight rows are unpacked once per call into a scratch buffer
+ * that every tile then streams. The one-row kernels unpack each weight
  * block again for every 4 rows of x and spend most of a batch's time
- * there: with the lanes a batch of 8 costs about twice one row, not four
- * times (BenchmarkQuantMatMul).
+ * there (BenchmarkQuantMatMul).
  * Small prefills (16 <= m < TR_QMM_DEQUANT) elsewhere take groups of
  * weight rows from a shared counter; a group (about 32 KB of weights)
  * stays in L1/L2 while every 4 rows of x pass over it, so W is read from
@@ -202,25 +206,25 @@ int tr_qmm_dequant_min(void) { return TR_QMM_DEQUANT; }
 /* The quantized rows of x (xs bytes apart) into tiles of TR_XL_R rows in
  * the lane layout of tr_impl.h. */
 static void xl_pack(int dt, const uint8_t *xq, size_t xs, long m, long k, uint8_t *tiles) {
-	const long S = tr_xl_s(dt), XB = tr_xl_xb(dt), L = TR_XL_L, ns = k / S;
+	const long S = tr_xl_s(dt), XB = tr_xl_xb(dt), R = TR_XL_R, ns = k / S;
 	const int MIN = tr_xl_min(dt), off = tr_xl_off(dt);
 	const size_t tb = tr_xl_tile_bytes(dt, k);
-	for (long t = 0; t * TR_XL_R < m; t++) {
+	for (long t = 0; t * R < m; t++) {
 		uint8_t *xu = tiles + t * tb;
-		float *dx = (float *)(xu + L * k), *sums = dx + L * (k / XB);
-		int32_t *xc = (int32_t *)(sums + (MIN ? L * ns : 0));
-		for (long l = 0; l < L; l++) {
-			const long i = t * TR_XL_R + l / 2;
+		float *dx = (float *)(xu + R * k), *sums = dx + R * (k / XB);
+		int32_t *xc = (int32_t *)(sums + (MIN ? R * ns : 0));
+		for (long l = 0; l < R; l++) {
+			const long i = t * R + l;
 			if (i >= m) {
 				for (long g = 0; g < k / 4; g++)
-					memset(xu + g * 4 * L + 4 * l, 0, 4);
+					memset(xu + g * 4 * R + 4 * l, 0, 4);
 				for (long b = 0; b < k / XB; b++)
-					dx[L * b + l] = 0;
+					dx[R * b + l] = 0;
 				for (long u = 0; u < ns; u++) {
 					if (MIN)
-						sums[L * u + l] = 0;
+						sums[R * u + l] = 0;
 					if (off)
-						xc[L * u + l] = 0;
+						xc[R * u + l] = 0;
 				}
 				continue;
 			}
@@ -241,16 +245,16 @@ static void xl_pack(int dt, const uint8_t *xq, size_t xs, long m, long k, uint8_
 					for (int u = 0; u < 16; u++)
 						sub[u] = S == 16 ? a->bsums[u] : u < 8 ? a->bsums[2 * u] + a->bsums[2 * u + 1] : 0;
 				}
-				dx[L * b + l] = d;
+				dx[R * b + l] = d;
 				for (long u = 0; u < XB / S; u++) {
 					const long si = b * (XB / S) + u;
 					if (MIN)
-						sums[L * si + l] = d * (float)sub[u];
+						sums[R * si + l] = d * (float)sub[u];
 					if (off)
-						xc[L * si + l] = -off * sub[u];
+						xc[R * si + l] = -off * sub[u];
 				}
 				for (long g = 0; g < XB / 4; g++)
-					memcpy(xu + (b * XB / 4 + g) * 4 * L + 4 * l, q + 4 * g, 4);
+					memcpy(xu + (b * XB / 4 + g) * 4 * R + 4 * l, q + 4 * g, 4);
 			}
 		}
 	}
@@ -282,7 +286,47 @@ static void xl_rows(void *p, long n0, long n1, int tid) {
 /* Multiply-adds below which a call runs on the calling thread. */
 #define QMM_SERIAL 65536L
 
-int tr_qmatmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, int dtype, long n, long k) {
+typedef struct {
+	tr_xp_fn fn;
+	int dtype;
+	const uint8_t *xp, *tiles;
+	long m, k;
+	float *dst;
+	long ldd;
+} xp_job;
+
+static void xp_rows(void *p, long n0, long n1, int tid) {
+	(void)tid;
+	xp_job *j = p;
+	j->fn(j->dtype, j->xp, n0, n1, j->k, j->tiles, j->m, j->dst, j->ldd);
+}
+
+int tr_xp_supported(tr_ctx *c, int dtype) { return tr_xp_type(dtype) && tr_ctx_qkernels(c)->xp != NULL; }
+
+size_t tr_xp_bytes(int dtype, long n, long k) {
+	return (size_t)((n + TR_XL_L - 1) / TR_XL_L) * (size_t)(k / 32) * tr_xp_block_bytes(dtype);
+}
+
+void tr_xp_pack(int dtype, uint8_t *dst, const uint8_t *w, long n, long k) {
+	const long nb = k / 32, ng = (n + TR_XL_L - 1) / TR_XL_L;
+	const size_t bb = tr_qblock_bytes(dtype), BB = tr_xp_block_bytes(dtype), rowb = (size_t)nb * bb;
+	const int q8 = dtype == TR_Q8_0, nq = q8 ? 32 : 16, qb = q8 ? 512 : 256;
+	for (long g = 0; g < ng; g++)
+		for (long b = 0; b < nb; b++) {
+			uint8_t *o = dst + ((size_t)g * nb + b) * BB;
+			for (int j = 0; j < TR_XL_L; j++) {
+				const long row = g * TR_XL_L + j < n ? g * TR_XL_L + j : n - 1;
+				const uint8_t *src = w + (size_t)row * rowb + (size_t)b * bb;
+				for (int q = 0; q < nq; q++)
+					o[(q / 4) * 64 + 4 * j + q % 4] = q8 ? (uint8_t)(src[2 + q] ^ 0x80) : src[2 + q];
+				o[qb + 2 * j] = src[0];
+				o[qb + 2 * j + 1] = src[1];
+			}
+		}
+}
+
+int tr_qmatmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, const void *xp, int dtype, long n,
+	       long k) {
 	if (dtype < TR_Q8_0 || dtype >= TR_NDTYPE || m <= 0 || n <= 0 || k <= 0 || k % tr_qblock_elems(dtype) != 0)
 		return -1;
 	const long rowb = k / tr_qblock_elems(dtype) * tr_qblock_bytes(dtype);
@@ -300,6 +344,19 @@ int tr_qmatmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, int
 	if (m * n * k < QMM_SERIAL)
 		nth = 1;
 	qact(c, xq, x, m, k, dtype, nth);
+	if (xp && q->xp && tr_xp_type(dtype)) {
+		const size_t tb = tr_xl_tile_bytes(dtype, k);
+		uint8_t *tiles = tr_ctx_buf(c, 1, tb * (size_t)((m + TR_XL_R - 1) / TR_XL_R));
+		if (!tiles)
+			return -1;
+		xl_pack(dtype, xq, xs, m, k, tiles);
+		xp_job xj = {.fn = q->xp, .dtype = dtype, .xp = xp, .tiles = tiles, .m = m, .k = k, .dst = dst, .ldd = n};
+		if (nth > 1)
+			tr_regions(c, n, (long)(tr_xp_block_bytes(dtype) * (size_t)(k / 32) / TR_XL_L), xp_rows, &xj, nth);
+		else
+			xp_rows(&xj, 0, n, 0);
+		return 0;
+	}
 	if (q->xl && m >= TR_XL_MIN) {
 		const size_t tb = tr_xl_tile_bytes(dtype, k);
 		uint8_t *tiles = tr_ctx_buf(c, 1, tb * (size_t)((m + TR_XL_R - 1) / TR_XL_R));

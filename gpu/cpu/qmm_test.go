@@ -340,3 +340,98 @@ func TestQuantFusedFallback(t *testing.T) {
 	}()
 	d.MatMul(make([]float32, 1), make([]float32, 200), 1, bad)
 }
+
+// xpDevice returns a device with the packed group layout for Q8_0 and Q4_0
+// (the VNNI kernels) with threads threads, or skips.
+func xpDevice(t *testing.T, threads int) *Device {
+	t.Helper()
+	d, err := New(Options{Threads: threads})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	if d.QuantKernels() != "avx512vnni" {
+		t.Skipf("no packed group layout on %s (quantized kernels %s)", d.Name(), d.QuantKernels())
+	}
+	return d
+}
+
+// TestQuantPackedMatMul: Q8_0 and Q4_0 weights packed at load (the packed
+// group layout) give the same products as the kernels hold the unpacked
+// ones to, for every row count that uses them (1-31: one row, partial
+// tiles of 8, several tiles), output counts that are not a multiple of a
+// group of 16, one block and several, and with 1 and 3 threads (the
+// threads' regions split the groups).
+func TestQuantPackedMatMul(t *testing.T) {
+	r := rand.New(rand.NewSource(23))
+	shapes := []struct{ m, n, blocks int }{
+		{1, 5, 1}, {1, 67, 3}, {2, 16, 2}, {3, 33, 2}, {4, 17, 1}, {5, 40, 2}, {8, 19, 1}, {9, 64, 4}, {17, 35, 2},
+		{31, 9, 1}, {8, 700, 18},
+	}
+	for _, threads := range []int{1, 3} {
+		d := xpDevice(t, threads)
+		for _, qt := range quantTypes {
+			if qt.DType != gpu.Q8_0 && qt.DType != gpu.Q4_0 {
+				continue
+			}
+			for _, s := range shapes {
+				k := s.blocks * 32
+				w := randQuantWeight(r, qt.DType, qt.Scales, s.n, k)
+				if n := pack(t, d, w); n != int64(xpBytes(w)+63)&^63 || w.Packed() == nil {
+					t.Fatalf("%v %dx%d: PackWeights added %d bytes, want the packed copy's %d", qt.DType, s.n, k, n, xpBytes(w))
+				}
+				x := randSlice(r, s.m*k, 1)
+				qcheck(t, d, w, x, s.m, true)
+			}
+		}
+	}
+}
+
+// TestPackedGroupLayout checks the packed bytes of Q8_0 and Q4_0 weights
+// against the layout of tr_impl.h: per group of 16 rows and per block, the
+// quants as 64-byte vectors whose lane j holds 4 bytes of row j (Q8_0: the
+// quants plus 128, 4 elements per vector; Q4_0: the stored nibble bytes),
+// then the 16 rows' f16 scales; rows past the end repeat the last.
+func TestPackedGroupLayout(t *testing.T) {
+	d := xpDevice(t, 1)
+	r := rand.New(rand.NewSource(5))
+	for _, qt := range quantTypes {
+		if qt.DType != gpu.Q8_0 && qt.DType != gpu.Q4_0 {
+			continue
+		}
+		const n, k = 21, 96
+		w := randQuantWeight(r, qt.DType, qt.Scales, n, k)
+		pack(t, d, w)
+		data := w.Packed().Data
+		q8 := qt.DType == gpu.Q8_0
+		bb, nq, qb, blk := 288, 16, 256, 18
+		if q8 {
+			bb, nq, qb, blk = 544, 32, 512, 34
+		}
+		nb := k / 32
+		if len(data) != 2*nb*bb {
+			t.Fatalf("%v: packed %d bytes, want %d", qt.DType, len(data), 2*nb*bb)
+		}
+		for g := 0; g < 2; g++ {
+			for b := 0; b < nb; b++ {
+				out := data[(g*nb+b)*bb:]
+				for j := 0; j < 16; j++ {
+					row := min(16*g+j, n-1)
+					src := w.Data[row*nb*blk+b*blk:]
+					for q := 0; q < nq; q++ {
+						want := src[2+q]
+						if q8 {
+							want ^= 0x80
+						}
+						if got := out[(q/4)*64+4*j+q%4]; got != want {
+							t.Fatalf("%v group %d block %d row %d quant byte %d: %#x, want %#x", qt.DType, g, b, j, q, got, want)
+						}
+					}
+					if out[qb+2*j] != src[0] || out[qb+2*j+1] != src[1] {
+						t.Fatalf("%v group %d block %d row %d: scale bytes %x, want %x", qt.DType, g, b, j, out[qb+2*j:qb+2*j+2], src[:2])
+					}
+				}
+			}
+		}
+	}
+}

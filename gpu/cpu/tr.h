@@ -67,7 +67,15 @@ void tr_matmul_panels(tr_ctx *c, const float *x, long m, long k, int nseg, const
  * float32 and runs the f32 matmul (exact x, gpu/ref.MatMul's semantics). */
 #define TR_QMM_DEQUANT 32
 int tr_qmm_dequant_min(void);
-int tr_qmatmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, int dtype, long n, long k);
+int tr_qmatmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, const void *xp, int dtype, long n,
+	       long k);
+/* The packed group layout of Q8_0 and Q4_0 weights (tr_impl.h): whether
+ * this context's kernels use it for dtype, its size for n rows of k, and
+ * the packing of w into dst. tr_qmatmul takes it as xp (NULL: none) for
+ * 1-31 rows of x. */
+int tr_xp_supported(tr_ctx *c, int dtype);
+size_t tr_xp_bytes(int dtype, long n, long k);
+void tr_xp_pack(int dtype, uint8_t *dst, const uint8_t *w, long n, long k);
 /* Quantizes the m rows of k elements of x into activation blocks for
  * weights of dtype (tests): dst receives tr_qact_bytes(dtype, k) per row. */
 size_t tr_qact_bytes(int dtype, long k);

@@ -180,28 +180,28 @@ static inline long tr_qblock_bytes(int dt) {
 static inline long tr_qblock_elems(int dt) { return dt >= TR_Q2_K && dt <= TR_Q6_K ? 256 : 32; }
 
 /* The lane layout of the quantized matmul for several rows of x (qmm.c,
- * the VNNI set's xl): a 512-bit vector holds 8 rows of x twice over, and
- * lanes 2r and 2r+1 dot row r with the two weight rows of a pair, whose
- * quants are broadcast 4 bytes of each at a time. One vpdpbusd then serves
- * 8 rows of x and 2 weight rows, and every weight byte is unpacked once
- * per call, not once per row of x.
+ * the VNNI set's xl): a 512-bit vector holds 4 quants of each of 16 weight
+ * rows (lane j: row j), and vpdpbusd takes it against 4 quants of one row of
+ * x broadcast to every lane, so one 64-byte load of weights serves all the
+ * rows of x of a tile and every instruction 16 weight rows. Weights are
+ * unpacked into this layout once per call, 16 rows at a time, not once per
+ * row of x; the sums come out as 16 consecutive outputs of a row of x.
  *
  * vpdpbusd multiplies unsigned by signed bytes: the weights are the
  * unsigned side, stored as u = q + off (tr_xl_off), and x the signed one,
  * so the offset comes out of x's sums, as in the one-row kernels.
  *
  * A tile holds TR_XL_R rows of quantized x (the rows past m are zero):
- *   xq  k*TR_XL_L bytes: group g of 4 elements of lane l at g*64 + 4*l,
- *       lane l holding row l/2;
- *   dx  per activation block (tr_xl_xb elements) the TR_XL_L scales;
+ *   xq  k*TR_XL_R bytes: group g of 4 elements of row r at g*4*TR_XL_R + 4*r;
+ *   dx  per activation block (tr_xl_xb elements) the TR_XL_R scales;
  *   xs  for the types with minimums, per sub-block (tr_xl_s elements) the
- *       TR_XL_L sums of x: dx times the sum of the quants;
- *   xc  for the types with an offset, per sub-block the TR_XL_L int32
+ *       TR_XL_R sums of x: dx times the sum of the quants;
+ *   xc  for the types with an offset, per sub-block the TR_XL_R int32
  *       -off * (sum of the quants): vpdpbusd's start.
- * A pair of weight rows unpacked (tr_xl_pair_bytes) holds per group of 4
- * elements the 4 unsigned quants of each row (8 bytes), then per sub-block
- * the two rows' scales s (element = s*(u - off) + o), then, for the types
- * with minimums, the two rows' offsets o. */
+ * A group of TR_XL_L weight rows unpacked (tr_xl_group_bytes) holds per
+ * group of 4 elements the 4 unsigned quants of each row (64 bytes), then
+ * per sub-block the rows' scales s (element = s*(u - off) + o), then, for
+ * the types with minimums, the rows' offsets o. */
 #define TR_XL_L 16
 #define TR_XL_R 8
 static inline int tr_xl_s(int dt) { return dt == TR_Q2_K || dt == TR_Q3_K || dt == TR_Q6_K ? 16 : 32; }
@@ -221,22 +221,38 @@ static inline int tr_xl_off(int dt) {
 	return 0;
 }
 static inline size_t tr_xl_tile_bytes(int dt, long k) {
-	return (size_t)k * TR_XL_L + 4 * TR_XL_L * (size_t)(k / tr_xl_xb(dt)) +
-	       4 * TR_XL_L * (size_t)(k / tr_xl_s(dt)) * ((tr_xl_min(dt) ? 1 : 0) + (tr_xl_off(dt) ? 1 : 0));
-}
-static inline size_t tr_xl_pair_bytes(int dt, long k) {
-	size_t n = 2 * (size_t)k + 8 * (size_t)(k / tr_xl_s(dt)) * (tr_xl_min(dt) ? 2 : 1);
+	size_t n = (size_t)k * TR_XL_R + 4 * TR_XL_R * (size_t)(k / tr_xl_xb(dt)) +
+		   4 * TR_XL_R * (size_t)(k / tr_xl_s(dt)) * ((tr_xl_min(dt) ? 1 : 0) + (tr_xl_off(dt) ? 1 : 0));
 	return (n + 63) & ~(size_t)63;
+}
+static inline size_t tr_xl_group_bytes(int dt, long k) {
+	return (size_t)k * TR_XL_L + 4 * TR_XL_L * (size_t)(k / tr_xl_s(dt)) * (tr_xl_min(dt) ? 2 : 1);
 }
 
 /* Weight rows [r0, r1) (rows of rowb bytes, k elements) times the tiles of
  * the m rows of x (tiles tr_xl_tile_bytes apart) into dst (row i of x at
  * dst + i*ldd, weight row r at column r); scratch holds TR_XL_SCRATCH
- * bytes. */
-#define TR_XL_PAIRS 4
-#define TR_XL_SCRATCH(dt, k) (TR_XL_PAIRS * tr_xl_pair_bytes(dt, k))
+ * bytes (64-byte aligned). */
+#define TR_XL_SCRATCH(dt, k) tr_xl_group_bytes(dt, k)
 typedef void (*tr_xl_fn)(int dt, const uint8_t *w, long rowb, long r0, long r1, long k, const uint8_t *tiles,
 			 long m, float *dst, long ldd, void *scratch);
+
+/* The packed group layout (tr_xp_pack, made once at load): Q8_0 and Q4_0
+ * weights already in the lane layout's order, so that the matmul of 1-31
+ * rows of x streams them with no unpacking. Rows come in groups of
+ * TR_XL_L (the last group repeats the last row); a group holds its k/32
+ * blocks one after the other, each tr_xp_block_bytes: the quants, as
+ * vectors of 64 bytes whose lane j holds 4 bytes of row j, then the 16
+ * rows' f16 scales. Q8_0 has 8 vectors, the unsigned quants u = q + 128 of
+ * elements 4v..4v+3; Q4_0 has 4, vector v holding the bytes 4v..4v+3 of
+ * each row's nibbles as stored (low nibbles elements 4v.., high nibbles
+ * 16+4v..). The bytes are those of the original blocks, rearranged. */
+static inline int tr_xp_type(int dt) { return dt == TR_Q8_0 || dt == TR_Q4_0; }
+static inline size_t tr_xp_block_bytes(int dt) { return dt == TR_Q8_0 ? 544 : 288; }
+/* Rows [r0, r1) (r0 a multiple of TR_XL_L) of the packed weights xp (k
+ * elements per row) times the tiles of the m rows of x into dst, as tr_xl_fn. */
+typedef void (*tr_xp_fn)(int dt, const uint8_t *xp, long r0, long r1, long k, const uint8_t *tiles, long m,
+			 float *dst, long ldd);
 
 typedef struct {
 	const char *name;
@@ -246,6 +262,7 @@ typedef struct {
 	tr_qdot_fn dot[TR_NDTYPE]; /* by dtype; NULL for the plain ones */
 	tr_qdot2_fn dot2[TR_NDTYPE]; /* two rows at once; NULL where the set has none */
 	tr_xl_fn xl; /* the lane layout (TR_XL_R rows of x per call of a tile); NULL where the set has none */
+	tr_xp_fn xp; /* the packed group layout (tr_xp_type); NULL where the set has none */
 	/* tr_qdequant's contract on this set's vectors; NULL where the set has none */
 	void (*dequant)(int dt, const uint8_t *w, long rowb, long r0, long r1, long k, float *dst);
 } tr_qkernels;
