@@ -27,14 +27,10 @@ var (
 	_ gpu.FusedMatMul = (*Device)(nil)
 )
 
-// xpLayout names the packed group layout of Q8_0 and Q4_0 weights
-// (tr_impl.h): the lane layout of the quantized batch matmul, made once.
+// xpLayout names the packed group layout of weights of the types with
+// blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; tr_impl.h): the lane layout
+// of the quantized batch matmul, made once.
 func xpLayout(dt gpu.DType) string { return "cpu/xl16-" + dt.String() }
-
-// xpMinRows is the smallest matmul (in rows of x) that uses the packed
-// groups of a quantized weight; below it the one-row kernels stream the
-// weight in its own layout.
-const xpMinRows = 1
 
 // PackWeights implements gpu.Packer. It gives weights a second, packed copy
 // where a kernel set has a layout that reads faster than the weight's own;
@@ -47,10 +43,11 @@ const xpMinRows = 1
 //     is instead of transposing and widening every panel on every call. Not
 //     on a FastBF16 device (its prefill kernel reads the weights as they
 //     are).
-//   - With AVX-512 VNNI each Q8_0 and Q4_0 weight gets a copy in the packed
-//     group layout (the same bytes, rearranged; the last group of 16 rows
-//     padded), which decode and batches of up to 31 rows stream with no
-//     unpacking (see doc.go).
+//   - With AVX-512 VNNI each weight of a type with blocks of 32 (Q8_0,
+//     Q4_0, Q4_1, Q5_0, Q5_1) gets a copy in the packed group layout (the
+//     same bytes, rearranged; the last group of 16 rows padded), which
+//     decode and batches of up to 31 rows stream with no unpacking (see
+//     doc.go).
 //
 // Other weights and kernel sets are left alone.
 func (d *Device) PackWeights(ws []*gpu.Weight) (int64, error) {
@@ -118,9 +115,10 @@ func xpBytes(w *gpu.Weight) int {
 }
 
 // quantPacked returns w's packed group copy when a quantized matmul of m
-// rows should use it, else nil.
+// rows should use it (1-31 rows: larger ones dequantize the weights in
+// their own layout), else nil.
 func (d *Device) quantPacked(w *gpu.Weight, m int) unsafe.Pointer {
-	if m < xpMinRows || m >= quantDequantMin || d.noPanels {
+	if m >= quantDequantMin || d.noPanels {
 		return nil
 	}
 	p := w.Packed()

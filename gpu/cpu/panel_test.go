@@ -75,13 +75,14 @@ func TestPackWeights(t *testing.T) {
 				t.Fatalf("%s %v: packing twice added %d bytes", k, dt, again)
 			}
 		}
-		// quantized weights: the packed group layout for Q8_0 and Q4_0
-		// where the quantized kernels are the VNNI ones, nothing else
+		// quantized weights: the packed group layout for the types with
+		// blocks of 32 where the quantized kernels are the VNNI ones,
+		// nothing else
 		for _, qt := range quantTypes {
 			w := randQuantWeight(r, qt.DType, qt.Scales, 33, 256)
 			got := pack(t, d, w)
 			want := int64(0)
-			if d.QuantKernels() == "avx512vnni" && (qt.DType == gpu.Q8_0 || qt.DType == gpu.Q4_0) {
+			if d.QuantKernels() == "avx512vnni" && qt.DType.BlockSize() == 32 {
 				want = int64(xpBytes(w)+63) &^ 63
 			}
 			if got != want || (w.Packed() != nil) != (want > 0) {

@@ -528,17 +528,32 @@ QF void xl_rows_qavx512(int dt, const uint8_t *w, long rowb, long r0, long r1, l
 /* Bytes ahead of the block in use that a packed pass prefetches. */
 #define XP_PF 4096
 
-/* A packed group of 16 Q8_0 or Q4_0 weight rows (g) times the first R rows
- * of a tile of x, as xl_tile: per block, every 64-byte load of weights (two
- * vectors of nibbles for Q4_0) serves every row of x. With fewer than 4
- * rows of x, two integer chains per row keep enough vpdpbusd in flight. */
+/* Fifth bits for the nibbles of packed vector v (elements 4v..4v+3 from
+ * bit sh on of each lane of qh): 0x10 in the bytes whose bit is set. */
+QI __m512i xp_hbits(__m512i qh, const int sh) {
+	/* byte 0 of each lane into all four of its bytes, then byte e tests bit e */
+	const __m512i idx = _mm512_set4_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0);
+	const __m512i b = _mm512_shuffle_epi8(_mm512_srli_epi32(qh, sh), idx);
+	const __mmask64 m = _mm512_test_epi8_mask(b, _mm512_set1_epi32(0x08040201));
+	return _mm512_maskz_mov_epi8(m, _mm512_set1_epi8(0x10));
+}
+
+/* A packed group of 16 weight rows of dtype DT (g: a type with blocks of
+ * 32) times the first R rows of a tile of x: acc[r] lane j = (weight row
+ * j) . (row r of x). Per block, every 64-byte load of weights (two vectors
+ * of nibbles, with their fifth bits for Q5_0 and Q5_1) serves every row
+ * of x; the offsets (Q8_0, Q4_0, Q5_0) start the integer sums from x's
+ * sums, the minimums (Q4_1, Q5_1) come in through them after the scaling.
+ * With fewer than 4 rows of x, two integer chains per row keep enough
+ * vpdpbusd in flight. */
 QI void xp_tile(const int DT, const int R, const uint8_t *g, long k, const uint8_t *tile, __m512 *acc) {
 	const long nb = k / 32;
-	const size_t BB = DT == TR_Q8_0 ? 544 : 288;
-	const int QB = DT == TR_Q8_0 ? 512 : 256, NA = R < 4 ? 2 : 1;
+	const size_t BB = 16 * tr_qblock_bytes(DT);
+	const int NA = R < 4 ? 2 : 1, MIN = tr_xl_min(DT), OFF = tr_xl_off(DT) != 0;
+	const int Q5 = DT == TR_Q5_0 || DT == TR_Q5_1, QH = tr_xp_qh(DT), QD = tr_xp_d(DT), QM = tr_xp_m(DT);
 	const uint8_t *xq = tile;
-	const float *dx = (const float *)(tile + TR_XL_R * k);
-	const int32_t *xc = (const int32_t *)(dx + TR_XL_R * nb);
+	const float *dx = (const float *)(tile + TR_XL_R * k), *xs = dx + TR_XL_R * nb;
+	const int32_t *xc = (const int32_t *)(xs + (MIN ? TR_XL_R * nb : 0));
 	const __m512i m4 = _mm512_set1_epi8(15);
 	for (int r = 0; r < R; r++)
 		acc[r] = _mm512_setzero_ps();
@@ -548,7 +563,7 @@ QI void xp_tile(const int DT, const int R, const uint8_t *g, long k, const uint8
 			_mm_prefetch((const char *)(blk + XP_PF + o), _MM_HINT_T0);
 		__m512i d[2][TR_XL_R];
 		for (int r = 0; r < R; r++) {
-			d[0][r] = _mm512_set1_epi32(xc[TR_XL_R * b + r]);
+			d[0][r] = OFF ? _mm512_set1_epi32(xc[TR_XL_R * b + r]) : _mm512_setzero_si512();
 			d[1][r] = _mm512_setzero_si512();
 		}
 		const uint8_t *xb = xq + b * 8 * 4 * TR_XL_R;
@@ -564,26 +579,34 @@ QI void xp_tile(const int DT, const int R, const uint8_t *g, long k, const uint8
 				XP_DOT(wv, v, NA == 2 ? v & 1 : 0)
 			}
 		} else {
+			const __m512i qh = Q5 ? _mm512_loadu_si512((const void *)(blk + QH)) : _mm512_setzero_si512();
 			for (int v = 0; v < 4; v++) {
 				const __m512i wv = _mm512_loadu_si512((const void *)(blk + 64 * v));
-				const __m512i lo = _mm512_and_si512(wv, m4), hi = _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4);
+				__m512i lo = _mm512_and_si512(wv, m4), hi = _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4);
+				if (Q5) {
+					lo = _mm512_or_si512(lo, xp_hbits(qh, 4 * v));
+					hi = _mm512_or_si512(hi, xp_hbits(qh, 16 + 4 * v));
+				}
 				XP_DOT(lo, v, 0)
 				XP_DOT(hi, 4 + v, NA - 1)
 			}
 		}
 #undef XP_DOT
-		const __m512 sv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + QB)));
+		const __m512 sv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + QD)));
+		const __m512 mv = MIN ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + QM))) : sv;
 		for (int r = 0; r < R; r++) {
 			const __m512i t = NA == 2 ? _mm512_add_epi32(d[0][r], d[1][r]) : d[0][r];
 			acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(sv, _mm512_set1_ps(dx[TR_XL_R * b + r])),
 						 acc[r]);
+			if (MIN)
+				acc[r] = _mm512_fmadd_ps(mv, _mm512_set1_ps(xs[TR_XL_R * b + r]), acc[r]);
 		}
 	}
 }
 
 QI void xp_rows_t(const int DT, const uint8_t *xp, long r0, long r1, long k, const uint8_t *tiles, long m, float *dst,
 		  long ldd) {
-	const size_t tb = tr_xl_tile_bytes(DT, k), gb = (size_t)(k / 32) * (DT == TR_Q8_0 ? 544 : 288);
+	const size_t tb = tr_xl_tile_bytes(DT, k), gb = (size_t)(k / 32) * 16 * tr_qblock_bytes(DT);
 	const long nt = (m + TR_XL_R - 1) / TR_XL_R;
 	for (long r = r0; r < r1; r += TR_XL_L) {
 		const uint8_t *g = xp + (size_t)(r / TR_XL_L) * gb;
@@ -609,10 +632,13 @@ QI void xp_rows_t(const int DT, const uint8_t *xp, long r0, long r1, long k, con
 
 QF void xp_rows_qavx512(int dt, const uint8_t *xp, long r0, long r1, long k, const uint8_t *tiles, long m, float *dst,
 			long ldd) {
-	if (dt == TR_Q8_0)
-		xp_rows_t(TR_Q8_0, xp, r0, r1, k, tiles, m, dst, ldd);
-	else
-		xp_rows_t(TR_Q4_0, xp, r0, r1, k, tiles, m, dst, ldd);
+	switch (dt) {
+	case TR_Q8_0: xp_rows_t(TR_Q8_0, xp, r0, r1, k, tiles, m, dst, ldd); break;
+	case TR_Q4_0: xp_rows_t(TR_Q4_0, xp, r0, r1, k, tiles, m, dst, ldd); break;
+	case TR_Q4_1: xp_rows_t(TR_Q4_1, xp, r0, r1, k, tiles, m, dst, ldd); break;
+	case TR_Q5_0: xp_rows_t(TR_Q5_0, xp, r0, r1, k, tiles, m, dst, ldd); break;
+	default: xp_rows_t(TR_Q5_1, xp, r0, r1, k, tiles, m, dst, ldd); break;
+	}
 }
 
 

@@ -7,7 +7,7 @@
  * rows (tr_regions, as the 16-bit decode matmul does) and walks it front to
  * back, each weight row dotted with up to 4 rows of x per pass (from L1 for
  * the later passes), with the rows a few KB ahead prefetched.
- * Q8_0 and Q4_0 weights packed at load (tr_xp_pack: the packed group
+ * Weights of the types with blocks of 32 packed at load (tr_xp_pack: the packed group
  * layout of tr_impl.h) on the VNNI set run every call of 1-31 rows
  * through it instead, in the same regions: x is packed into tiles of 8
  * rows, and each group of 16 weight rows, already in the lane layout,
@@ -310,7 +310,10 @@ size_t tr_xp_bytes(int dtype, long n, long k) {
 void tr_xp_pack(int dtype, uint8_t *dst, const uint8_t *w, long n, long k) {
 	const long nb = k / 32, ng = (n + TR_XL_L - 1) / TR_XL_L;
 	const size_t bb = tr_qblock_bytes(dtype), BB = tr_xp_block_bytes(dtype), rowb = (size_t)nb * bb;
-	const int q8 = dtype == TR_Q8_0, nq = q8 ? 32 : 16, qb = q8 ? 512 : 256;
+	const int q8 = dtype == TR_Q8_0, nq = q8 ? 32 : 16;
+	const int q5 = dtype == TR_Q5_0 || dtype == TR_Q5_1, mn = dtype == TR_Q4_1 || dtype == TR_Q5_1;
+	/* where the block's fields sit in ggml's layout: d first, then m, qh, quants */
+	const int sm = 2, sh = mn ? 4 : 2, sq = sh + (q5 ? 4 : 0);
 	for (long g = 0; g < ng; g++)
 		for (long b = 0; b < nb; b++) {
 			uint8_t *o = dst + ((size_t)g * nb + b) * BB;
@@ -318,9 +321,12 @@ void tr_xp_pack(int dtype, uint8_t *dst, const uint8_t *w, long n, long k) {
 				const long row = g * TR_XL_L + j < n ? g * TR_XL_L + j : n - 1;
 				const uint8_t *src = w + (size_t)row * rowb + (size_t)b * bb;
 				for (int q = 0; q < nq; q++)
-					o[(q / 4) * 64 + 4 * j + q % 4] = q8 ? (uint8_t)(src[2 + q] ^ 0x80) : src[2 + q];
-				o[qb + 2 * j] = src[0];
-				o[qb + 2 * j + 1] = src[1];
+					o[(q / 4) * 64 + 4 * j + q % 4] = q8 ? (uint8_t)(src[2 + q] ^ 0x80) : src[sq + q];
+				if (q5)
+					memcpy(o + tr_xp_qh(dtype) + 4 * j, src + sh, 4);
+				memcpy(o + tr_xp_d(dtype) + 2 * j, src, 2);
+				if (mn)
+					memcpy(o + tr_xp_m(dtype) + 2 * j, src + sm, 2);
 			}
 		}
 }

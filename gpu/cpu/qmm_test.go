@@ -341,8 +341,8 @@ func TestQuantFusedFallback(t *testing.T) {
 	d.MatMul(make([]float32, 1), make([]float32, 200), 1, bad)
 }
 
-// xpDevice returns a device with the packed group layout for Q8_0 and Q4_0
-// (the VNNI kernels) with threads threads, or skips.
+// xpDevice returns a device with the packed group layout for the types
+// with blocks of 32 (the VNNI kernels) with threads threads, or skips.
 func xpDevice(t *testing.T, threads int) *Device {
 	t.Helper()
 	d, err := New(Options{Threads: threads})
@@ -356,8 +356,8 @@ func xpDevice(t *testing.T, threads int) *Device {
 	return d
 }
 
-// TestQuantPackedMatMul: Q8_0 and Q4_0 weights packed at load (the packed
-// group layout) give the same products as the kernels hold the unpacked
+// TestQuantPackedMatMul: weights of the types with blocks of 32 (Q8_0,
+// Q4_0, Q4_1, Q5_0, Q5_1) packed at load (the packed group layout) give the same products as the kernels hold the unpacked
 // ones to, for every row count that uses them (1-31: one row, partial
 // tiles of 8, several tiles), output counts that are not a multiple of a
 // group of 16, one block and several, and with 1 and 3 threads (the
@@ -371,7 +371,7 @@ func TestQuantPackedMatMul(t *testing.T) {
 	for _, threads := range []int{1, 3} {
 		d := xpDevice(t, threads)
 		for _, qt := range quantTypes {
-			if qt.DType != gpu.Q8_0 && qt.DType != gpu.Q4_0 {
+			if qt.DType.BlockSize() != 32 {
 				continue
 			}
 			for _, s := range shapes {
@@ -387,26 +387,40 @@ func TestQuantPackedMatMul(t *testing.T) {
 	}
 }
 
-// TestPackedGroupLayout checks the packed bytes of Q8_0 and Q4_0 weights
-// against the layout of tr_impl.h: per group of 16 rows and per block, the
-// quants as 64-byte vectors whose lane j holds 4 bytes of row j (Q8_0: the
-// quants plus 128, 4 elements per vector; Q4_0: the stored nibble bytes),
-// then the 16 rows' f16 scales; rows past the end repeat the last.
+// TestPackedGroupLayout checks the packed bytes of the types with blocks of
+// 32 against the layout of tr_impl.h: per group of 16 rows and per block,
+// the quants as 64-byte vectors whose lane j holds 4 bytes of row j (Q8_0:
+// the quants plus 128, 4 elements per vector; the others: the stored
+// nibble bytes), then for Q5_0 and Q5_1 the rows' 32 fifth bits, then the
+// 16 rows' f16 scales and, for Q4_1 and Q5_1, minimums; rows past the end
+// repeat the last.
 func TestPackedGroupLayout(t *testing.T) {
 	d := xpDevice(t, 1)
 	r := rand.New(rand.NewSource(5))
+	// ggml's block fields: offsets of the minimum, the fifth bits and the
+	// quants after the f16 scale at 0 (-1: none)
+	fields := map[gpu.DType]struct{ m, qh, qs int }{
+		gpu.Q8_0: {-1, -1, 2}, gpu.Q4_0: {-1, -1, 2}, gpu.Q4_1: {2, -1, 4}, gpu.Q5_0: {-1, 2, 6}, gpu.Q5_1: {2, 4, 8},
+	}
 	for _, qt := range quantTypes {
-		if qt.DType != gpu.Q8_0 && qt.DType != gpu.Q4_0 {
+		f, ok := fields[qt.DType]
+		if !ok {
 			continue
 		}
 		const n, k = 21, 96
 		w := randQuantWeight(r, qt.DType, qt.Scales, n, k)
 		pack(t, d, w)
 		data := w.Packed().Data
+		blk := qt.DType.BlockBytes()
+		bb, nq := 16*blk, 16
 		q8 := qt.DType == gpu.Q8_0
-		bb, nq, qb, blk := 288, 16, 256, 18
 		if q8 {
-			bb, nq, qb, blk = 544, 32, 512, 34
+			nq = 32
+		}
+		qh := nq * 16 // the quants' vectors come first
+		dOff := qh
+		if f.qh >= 0 {
+			dOff += 64
 		}
 		nb := k / 32
 		if len(data) != 2*nb*bb {
@@ -419,7 +433,7 @@ func TestPackedGroupLayout(t *testing.T) {
 					row := min(16*g+j, n-1)
 					src := w.Data[row*nb*blk+b*blk:]
 					for q := 0; q < nq; q++ {
-						want := src[2+q]
+						want := src[f.qs+q]
 						if q8 {
 							want ^= 0x80
 						}
@@ -427,8 +441,17 @@ func TestPackedGroupLayout(t *testing.T) {
 							t.Fatalf("%v group %d block %d row %d quant byte %d: %#x, want %#x", qt.DType, g, b, j, q, got, want)
 						}
 					}
-					if out[qb+2*j] != src[0] || out[qb+2*j+1] != src[1] {
-						t.Fatalf("%v group %d block %d row %d: scale bytes %x, want %x", qt.DType, g, b, j, out[qb+2*j:qb+2*j+2], src[:2])
+					check := func(what string, at, from, size int) {
+						if got, want := out[at:at+size], src[from:from+size]; string(got) != string(want) {
+							t.Fatalf("%v group %d block %d row %d: %s bytes %x, want %x", qt.DType, g, b, j, what, got, want)
+						}
+					}
+					if f.qh >= 0 {
+						check("fifth-bit", qh+4*j, f.qh, 4)
+					}
+					check("scale", dOff+2*j, 0, 2)
+					if f.m >= 0 {
+						check("minimum", dOff+32+2*j, f.m, 2)
 					}
 				}
 			}

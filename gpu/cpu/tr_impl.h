@@ -237,18 +237,30 @@ static inline size_t tr_xl_group_bytes(int dt, long k) {
 typedef void (*tr_xl_fn)(int dt, const uint8_t *w, long rowb, long r0, long r1, long k, const uint8_t *tiles,
 			 long m, float *dst, long ldd, void *scratch);
 
-/* The packed group layout (tr_xp_pack, made once at load): Q8_0 and Q4_0
- * weights already in the lane layout's order, so that the matmul of 1-31
- * rows of x streams them with no unpacking. Rows come in groups of
- * TR_XL_L (the last group repeats the last row); a group holds its k/32
- * blocks one after the other, each tr_xp_block_bytes: the quants, as
- * vectors of 64 bytes whose lane j holds 4 bytes of row j, then the 16
- * rows' f16 scales. Q8_0 has 8 vectors, the unsigned quants u = q + 128 of
- * elements 4v..4v+3; Q4_0 has 4, vector v holding the bytes 4v..4v+3 of
- * each row's nibbles as stored (low nibbles elements 4v.., high nibbles
- * 16+4v..). The bytes are those of the original blocks, rearranged. */
-static inline int tr_xp_type(int dt) { return dt == TR_Q8_0 || dt == TR_Q4_0; }
-static inline size_t tr_xp_block_bytes(int dt) { return dt == TR_Q8_0 ? 544 : 288; }
+/* The packed group layout (tr_xp_pack, made once at load): weights of the
+ * types with blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) already in the
+ * lane layout's order, so that the matmul of 1-31 rows of x streams them
+ * with no unpacking. Rows come in groups of TR_XL_L (the last group
+ * repeats the last row); a group holds its k/32 blocks one after the
+ * other, each tr_xp_block_bytes (16 times the block's own size), in
+ * sections of 16 rows each:
+ *   quants  as vectors of 64 bytes whose lane j holds 4 bytes of row j:
+ *           Q8_0 8 vectors, the unsigned quants u = q + 128 of elements
+ *           4v..4v+3; the others 4, vector v holding the bytes 4v..4v+3 of
+ *           each row's nibbles as stored (low nibbles elements 4v..,
+ *           high nibbles 16+4v..);
+ *   qh      (Q5_0, Q5_1) one vector: lane j the 32 fifth bits of row j;
+ *   d       the 16 rows' f16 scales;
+ *   m       (Q4_1, Q5_1) the 16 rows' f16 minimums.
+ * The bytes are those of the original blocks, rearranged. */
+static inline int tr_xp_type(int dt) {
+	return dt == TR_Q8_0 || dt == TR_Q4_0 || dt == TR_Q4_1 || dt == TR_Q5_0 || dt == TR_Q5_1;
+}
+static inline size_t tr_xp_block_bytes(int dt) { return 16 * tr_qblock_bytes(dt); }
+/* Offsets within a packed block of the sections after the quants. */
+static inline int tr_xp_qh(int dt) { return dt == TR_Q8_0 ? 512 : 256; }
+static inline int tr_xp_d(int dt) { return tr_xp_qh(dt) + (dt == TR_Q5_0 || dt == TR_Q5_1 ? 64 : 0); }
+static inline int tr_xp_m(int dt) { return tr_xp_d(dt) + 32; }
 /* Rows [r0, r1) (r0 a multiple of TR_XL_L) of the packed weights xp (k
  * elements per row) times the tiles of the m rows of x into dst, as tr_xl_fn. */
 typedef void (*tr_xp_fn)(int dt, const uint8_t *xp, long r0, long r1, long k, const uint8_t *tiles, long m,
