@@ -107,26 +107,27 @@
 // pass.
 //
 // On the VNNI set, weights of the types with blocks of 32 (Q8_0, Q4_0,
-// Q4_1, Q5_0, Q5_1) packed at load (PackWeights, the packed group layout
-// of tr_impl.h) serve every matmul of 1-31 rows. The bytes of each block
+// Q4_1, Q5_0, Q5_1) and Q4_K packed at load (PackWeights, the packed group
+// layout of tr_impl.h) serve every matmul of 1-31 rows. The bytes of each block
 // of 16 weight rows are rearranged so that one 64-byte vector holds 4
 // quants of each of the 16 rows (Q8_0 stored as q + 128, the others as
 // their nibble bytes, two vectors per load, with the fifth bits of Q5_0
 // and Q5_1 in a vector of their own, spread into the bytes by one shuffle
-// and one bit test), followed by the 16 rows' scales (and minimums):
+// and one bit test), followed by the 16 rows' scales (and minimums; Q4_K's
+// 6-bit sub-block scales and minimums as bytes, one vector per sub-block):
 // vpdpbusd takes such a vector against 4 quants of one row of x broadcast
 // to all lanes, so every weight load serves all the rows of x of a tile
 // of 8, every instruction 16 weight rows, and the sums land as 16
 // consecutive outputs. The weights stream once per call in one sequential
 // run per thread region, prefetched 4 KB ahead, with no unpacking: a
-// batch of 8 costs 1.1-1.7x the time of one row on the layer matrices
+// batch of 8 costs 1.0-1.7x the time of one row on the layer matrices
 // (BenchmarkQuantLayers, where the one-row kernels took 3-4x), and one row
-// runs 1.2-2x faster than the one-row kernels (BenchmarkQuantKernel). The
+// runs 1.1-2.2x faster than the one-row kernels (BenchmarkQuantKernel). The
 // copy costs as much memory as the weights themselves (the same bytes,
 // the last group padded to 16 rows): model.PackWeights packs the layer
 // matrices as decode multiplies them and a quantized output head.
 //
-// Batches of 5-31 rows of the K types on the VNNI set (and of weights not
+// Batches of 5-31 rows of the other K types on the VNNI set (and of weights not
 // packed) run the same lane layout from the weights' own blocks
 // (q_avx512.c's xl_*): 16 weight rows at a time are unpacked once per
 // call (xl_block, then an 8x8 dword transpose per half) into a scratch

@@ -28,8 +28,8 @@ var (
 )
 
 // xpLayout names the packed group layout of weights of the types with
-// blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; tr_impl.h): the lane layout
-// of the quantized batch matmul, made once.
+// blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) and Q4_K (tr_impl.h): the
+// lane layout of the quantized batch matmul, made once.
 func xpLayout(dt gpu.DType) string { return "cpu/xl16-" + dt.String() }
 
 // PackWeights implements gpu.Packer. It gives weights a second, packed copy
@@ -44,8 +44,9 @@ func xpLayout(dt gpu.DType) string { return "cpu/xl16-" + dt.String() }
 //     on a FastBF16 device (its prefill kernel reads the weights as they
 //     are).
 //   - With AVX-512 VNNI each weight of a type with blocks of 32 (Q8_0,
-//     Q4_0, Q4_1, Q5_0, Q5_1) gets a copy in the packed group layout (the
-//     same bytes, rearranged; the last group of 16 rows padded), which
+//     Q4_0, Q4_1, Q5_0, Q5_1) or Q4_K gets a copy in the packed group
+//     layout (the same bytes, rearranged, Q4_K's scales as bytes: 3% more;
+//     the last group of 16 rows padded), which
 //     decode and batches of up to 31 rows stream with no unpacking (see
 //     doc.go).
 //

@@ -76,13 +76,13 @@ func TestPackWeights(t *testing.T) {
 			}
 		}
 		// quantized weights: the packed group layout for the types with
-		// blocks of 32 where the quantized kernels are the VNNI ones,
-		// nothing else
+		// blocks of 32 and Q4_K where the quantized kernels are the VNNI
+		// ones, nothing else
 		for _, qt := range quantTypes {
 			w := randQuantWeight(r, qt.DType, qt.Scales, 33, 256)
 			got := pack(t, d, w)
 			want := int64(0)
-			if d.QuantKernels() == "avx512vnni" && qt.DType.BlockSize() == 32 {
+			if d.QuantKernels() == "avx512vnni" && (qt.DType.BlockSize() == 32 || qt.DType == gpu.Q4_K) {
 				want = int64(xpBytes(w)+63) &^ 63
 			}
 			if got != want || (w.Packed() != nil) != (want > 0) {

@@ -546,7 +546,73 @@ QI __m512i xp_hbits(__m512i qh, const int sh) {
  * sums, the minimums (Q4_1, Q5_1) come in through them after the scaling.
  * With fewer than 4 rows of x, two integer chains per row keep enough
  * vpdpbusd in flight. */
+/* One sub-block s = 2c + h of a packed Q4_K super-block (blk) times the
+ * first R rows of x: the low (h = 0) or high nibbles of the 8 vectors of
+ * chunk c, scaled by the sub-block's 6-bit scales times d (dv), plus its
+ * minimums times dmin (mv, negated) through x's sums. */
+QI void xpk_sub(const int R, const int h, const uint8_t *blk, int c, const uint8_t *xb, float dxs[TR_XL_R],
+		const float *xss, __m512 dv, __m512 mv, __m512 *acc) {
+	const int NA = R < 4 ? 2 : 1, s = 2 * c + h;
+	const __m512i m4 = _mm512_set1_epi8(15);
+	__m512i d[2][TR_XL_R];
+	for (int r = 0; r < R; r++)
+		d[0][r] = d[1][r] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+	for (int q = 0; q < 8; q++) {
+		const __m512i wv = _mm512_loadu_si512((const void *)(blk + (8 * c + q) * 64));
+		const __m512i u = h ? _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4) : _mm512_and_si512(wv, m4);
+		for (int r = 0; r < R; r++) {
+			int32_t xv;
+			memcpy(&xv, xb + q * 4 * TR_XL_R + 4 * r, 4);
+			d[NA == 2 ? q & 1 : 0][r] = _mm512_dpbusd_epi32(d[NA == 2 ? q & 1 : 0][r], u, _mm512_set1_epi32(xv));
+		}
+	}
+	const __m512 sc = _mm512_mul_ps(
+		dv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + TR_XP_Q4K_SC + 16 * s)))));
+	const __m512 mn = _mm512_mul_ps(
+		mv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + TR_XP_Q4K_MN + 16 * s)))));
+	for (int r = 0; r < R; r++) {
+		const __m512i t = NA == 2 ? _mm512_add_epi32(d[0][r], d[1][r]) : d[0][r];
+		acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(sc, _mm512_set1_ps(dxs[r])), acc[r]);
+		acc[r] = _mm512_fmadd_ps(mn, _mm512_set1_ps(xss[TR_XL_R * s + r]), acc[r]);
+	}
+}
+
+/* xp_tile for Q4_K: per super-block, each of its 8 sub-blocks of 32 sums
+ * 8 vectors of quants (the low or the high nibbles of 8 vectors, so a
+ * sub-block pair loads its vectors twice, the second time from L1) against
+ * the rows of x (xpk_sub). */
+QI void xpk_tile(const int R, const uint8_t *g, long k, const uint8_t *tile, __m512 *acc) {
+	const long nb = k / 256;
+	const size_t BB = tr_xp_block_bytes(TR_Q4_K);
+	const uint8_t *xq = tile;
+	const float *dx = (const float *)(tile + TR_XL_R * k), *xs = dx + TR_XL_R * nb;
+	for (int r = 0; r < R; r++)
+		acc[r] = _mm512_setzero_ps();
+	for (long b = 0; b < nb; b++) {
+		const uint8_t *blk = g + b * BB;
+		const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + TR_XP_Q4K_D)));
+		const __m512 mv =
+			_mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + TR_XP_Q4K_DMIN))));
+		float dxs[TR_XL_R];
+		for (int r = 0; r < R; r++)
+			dxs[r] = dx[TR_XL_R * b + r];
+		for (int c = 0; c < 4; c++) {
+			/* a quarter of the super-block's lines, XP_PF ahead */
+			for (size_t o = c * BB / 4 & ~(size_t)63; o < (c + 1) * BB / 4; o += 64)
+				_mm_prefetch((const char *)(blk + XP_PF + o), _MM_HINT_T0);
+			const uint8_t *xb = xq + (b * 64 + 16 * c) * 4 * TR_XL_R;
+			xpk_sub(R, 0, blk, c, xb, dxs, xs + TR_XL_R * b * 8, dv, mv, acc);
+			xpk_sub(R, 1, blk, c, xb + 8 * 4 * TR_XL_R, dxs, xs + TR_XL_R * b * 8, dv, mv, acc);
+		}
+	}
+}
+
 QI void xp_tile(const int DT, const int R, const uint8_t *g, long k, const uint8_t *tile, __m512 *acc) {
+	if (DT == TR_Q4_K) {
+		xpk_tile(R, g, k, tile, acc);
+		return;
+	}
 	const long nb = k / 32;
 	const size_t BB = 16 * tr_qblock_bytes(DT);
 	const int NA = R < 4 ? 2 : 1, MIN = tr_xl_min(DT), OFF = tr_xl_off(DT) != 0;
@@ -606,7 +672,7 @@ QI void xp_tile(const int DT, const int R, const uint8_t *g, long k, const uint8
 
 QI void xp_rows_t(const int DT, const uint8_t *xp, long r0, long r1, long k, const uint8_t *tiles, long m, float *dst,
 		  long ldd) {
-	const size_t tb = tr_xl_tile_bytes(DT, k), gb = (size_t)(k / 32) * 16 * tr_qblock_bytes(DT);
+	const size_t tb = tr_xl_tile_bytes(DT, k), gb = tr_xp_group_bytes(DT, k);
 	const long nt = (m + TR_XL_R - 1) / TR_XL_R;
 	for (long r = r0; r < r1; r += TR_XL_L) {
 		const uint8_t *g = xp + (size_t)(r / TR_XL_L) * gb;
@@ -637,7 +703,8 @@ QF void xp_rows_qavx512(int dt, const uint8_t *xp, long r0, long r1, long k, con
 	case TR_Q4_0: xp_rows_t(TR_Q4_0, xp, r0, r1, k, tiles, m, dst, ldd); break;
 	case TR_Q4_1: xp_rows_t(TR_Q4_1, xp, r0, r1, k, tiles, m, dst, ldd); break;
 	case TR_Q5_0: xp_rows_t(TR_Q5_0, xp, r0, r1, k, tiles, m, dst, ldd); break;
-	default: xp_rows_t(TR_Q5_1, xp, r0, r1, k, tiles, m, dst, ldd); break;
+	case TR_Q5_1: xp_rows_t(TR_Q5_1, xp, r0, r1, k, tiles, m, dst, ldd); break;
+	default: xp_rows_t(TR_Q4_K, xp, r0, r1, k, tiles, m, dst, ldd); break;
 	}
 }
 

@@ -109,7 +109,7 @@ func BenchmarkQuantLayers(b *testing.B) {
 		for _, packed := range []bool{false, true} {
 			name := "own"
 			if packed {
-				// as serve packs them: the types with blocks of 32 get the packed
+				// as serve packs them: the types with blocks of 32 and Q4_K get the packed
 				// group layout on the VNNI set
 				n, err := d.PackWeights(ws)
 				if err != nil {

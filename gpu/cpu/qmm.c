@@ -7,7 +7,7 @@
  * rows (tr_regions, as the 16-bit decode matmul does) and walks it front to
  * back, each weight row dotted with up to 4 rows of x per pass (from L1 for
  * the later passes), with the rows a few KB ahead prefetched.
- * Weights of the types with blocks of 32 packed at load (tr_xp_pack: the packed group
+ * Weights of the types with blocks of 32 and Q4_K packed at load (tr_xp_pack: the packed group
  * layout of tr_impl.h) on the VNNI set run every call of 1-31 rows
  * through it instead, in the same regions: x is packed into tiles of 8
  * rows, and each group of 16 weight rows, already in the lane layout,
@@ -304,10 +304,46 @@ static void xp_rows(void *p, long n0, long n1, int tid) {
 int tr_xp_supported(tr_ctx *c, int dtype) { return tr_xp_type(dtype) && tr_ctx_qkernels(c)->xp != NULL; }
 
 size_t tr_xp_bytes(int dtype, long n, long k) {
-	return (size_t)((n + TR_XL_L - 1) / TR_XL_L) * (size_t)(k / 32) * tr_xp_block_bytes(dtype);
+	return (size_t)((n + TR_XL_L - 1) / TR_XL_L) * tr_xp_group_bytes(dtype, k);
+}
+
+/* Q4_K rows into the packed layout (tr_impl.h): the 6-bit scales and
+ * minimums decoded as ggml's get_scale_min_k4 does. */
+static void xp_pack_q4k(uint8_t *dst, const uint8_t *w, long n, long k) {
+	const long nb = k / 256, ng = (n + TR_XL_L - 1) / TR_XL_L;
+	const size_t BB = tr_xp_block_bytes(TR_Q4_K), rowb = (size_t)nb * 144;
+	for (long g = 0; g < ng; g++)
+		for (long b = 0; b < nb; b++) {
+			uint8_t *o = dst + ((size_t)g * nb + b) * BB;
+			for (int j = 0; j < TR_XL_L; j++) {
+				const long row = g * TR_XL_L + j < n ? g * TR_XL_L + j : n - 1;
+				const uint8_t *src = w + (size_t)row * rowb + (size_t)b * 144, *sc = src + 4, *qs = src + 16;
+				for (int c = 0; c < 4; c++)
+					for (int q = 0; q < 8; q++)
+						memcpy(o + (8 * c + q) * 64 + 4 * j, qs + 32 * c + 4 * q, 4);
+				for (int s = 0; s < 8; s++) {
+					uint8_t a, m;
+					if (s < 4) {
+						a = sc[s] & 63;
+						m = sc[s + 4] & 63;
+					} else {
+						a = (uint8_t)((sc[s + 4] & 0xF) | ((sc[s - 4] >> 6) << 4));
+						m = (uint8_t)((sc[s + 4] >> 4) | ((sc[s] >> 6) << 4));
+					}
+					o[TR_XP_Q4K_SC + 16 * s + j] = a;
+					o[TR_XP_Q4K_MN + 16 * s + j] = m;
+				}
+				memcpy(o + TR_XP_Q4K_D + 2 * j, src, 2);
+				memcpy(o + TR_XP_Q4K_DMIN + 2 * j, src + 2, 2);
+			}
+		}
 }
 
 void tr_xp_pack(int dtype, uint8_t *dst, const uint8_t *w, long n, long k) {
+	if (dtype == TR_Q4_K) {
+		xp_pack_q4k(dst, w, n, k);
+		return;
+	}
 	const long nb = k / 32, ng = (n + TR_XL_L - 1) / TR_XL_L;
 	const size_t bb = tr_qblock_bytes(dtype), BB = tr_xp_block_bytes(dtype), rowb = (size_t)nb * bb;
 	const int q8 = dtype == TR_Q8_0, nq = q8 ? 32 : 16;
@@ -358,7 +394,7 @@ int tr_qmatmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, con
 		xl_pack(dtype, xq, xs, m, k, tiles);
 		xp_job xj = {.fn = q->xp, .dtype = dtype, .xp = xp, .tiles = tiles, .m = m, .k = k, .dst = dst, .ldd = n};
 		if (nth > 1)
-			tr_regions(c, n, (long)(tr_xp_block_bytes(dtype) * (size_t)(k / 32) / TR_XL_L), xp_rows, &xj, nth);
+			tr_regions(c, n, (long)(tr_xp_group_bytes(dtype, k) / TR_XL_L), xp_rows, &xj, nth);
 		else
 			xp_rows(&xj, 0, n, 0);
 		return 0;

@@ -357,7 +357,8 @@ func xpDevice(t *testing.T, threads int) *Device {
 }
 
 // TestQuantPackedMatMul: weights of the types with blocks of 32 (Q8_0,
-// Q4_0, Q4_1, Q5_0, Q5_1) packed at load (the packed group layout) give the same products as the kernels hold the unpacked
+// Q4_0, Q4_1, Q5_0, Q5_1) and Q4_K packed at load (the packed group
+// layout) give the same products as the kernels hold the unpacked
 // ones to, for every row count that uses them (1-31: one row, partial
 // tiles of 8, several tiles), output counts that are not a multiple of a
 // group of 16, one block and several, and with 1 and 3 threads (the
@@ -371,11 +372,15 @@ func TestQuantPackedMatMul(t *testing.T) {
 	for _, threads := range []int{1, 3} {
 		d := xpDevice(t, threads)
 		for _, qt := range quantTypes {
-			if qt.DType.BlockSize() != 32 {
+			if qt.DType.BlockSize() != 32 && qt.DType != gpu.Q4_K {
 				continue
 			}
 			for _, s := range shapes {
-				k := s.blocks * 32
+				blocks := s.blocks
+				if qt.DType == gpu.Q4_K {
+					blocks = min(blocks, 3)
+				}
+				k := blocks * qt.DType.BlockSize()
 				w := randQuantWeight(r, qt.DType, qt.Scales, s.n, k)
 				if n := pack(t, d, w); n != int64(xpBytes(w)+63)&^63 || w.Packed() == nil {
 					t.Fatalf("%v %dx%d: PackWeights added %d bytes, want the packed copy's %d", qt.DType, s.n, k, n, xpBytes(w))

@@ -69,7 +69,7 @@ void tr_matmul_panels(tr_ctx *c, const float *x, long m, long k, int nseg, const
 int tr_qmm_dequant_min(void);
 int tr_qmatmul(tr_ctx *c, float *dst, const float *x, long m, const void *w, const void *xp, int dtype, long n,
 	       long k);
-/* The packed group layout of the types with blocks of 32 (tr_impl.h): whether
+/* The packed group layout of the types with blocks of 32 and Q4_K (tr_impl.h): whether
  * this context's kernels use it for dtype, its size for n rows of k, and
  * the packing of w into dst. tr_qmatmul takes it as xp (NULL: none) for
  * 1-31 rows of x. */

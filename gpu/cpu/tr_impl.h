@@ -252,15 +252,29 @@ typedef void (*tr_xl_fn)(int dt, const uint8_t *w, long rowb, long r0, long r1, 
  *   qh      (Q5_0, Q5_1) one vector: lane j the 32 fifth bits of row j;
  *   d       the 16 rows' f16 scales;
  *   m       (Q4_1, Q5_1) the 16 rows' f16 minimums.
- * The bytes are those of the original blocks, rearranged. */
+ * The bytes are those of the original blocks, rearranged. Q4_K (below)
+ * has its 6-bit scales as bytes. */
 static inline int tr_xp_type(int dt) {
-	return dt == TR_Q8_0 || dt == TR_Q4_0 || dt == TR_Q4_1 || dt == TR_Q5_0 || dt == TR_Q5_1;
+	return dt == TR_Q8_0 || dt == TR_Q4_0 || dt == TR_Q4_1 || dt == TR_Q5_0 || dt == TR_Q5_1 || dt == TR_Q4_K;
 }
-static inline size_t tr_xp_block_bytes(int dt) { return 16 * tr_qblock_bytes(dt); }
+/* Q4_K's packed super-block: 32 vectors of quants (vector 8c+q lane j: the
+ * bytes 32c+4q.. of row j's qs, low nibbles elements 64c+4q.., high
+ * nibbles 64c+32+4q..), then the 6-bit scales and minimums of its 8
+ * sub-blocks as bytes (sub-block s of row j at 16s+j), then the rows' f16
+ * d and dmin. */
+#define TR_XP_Q4K_SC 2048
+#define TR_XP_Q4K_MN (TR_XP_Q4K_SC + 128)
+#define TR_XP_Q4K_D (TR_XP_Q4K_MN + 128)
+#define TR_XP_Q4K_DMIN (TR_XP_Q4K_D + 32)
+static inline size_t tr_xp_block_bytes(int dt) { return dt == TR_Q4_K ? TR_XP_Q4K_DMIN + 32 : 16 * tr_qblock_bytes(dt); }
 /* Offsets within a packed block of the sections after the quants. */
 static inline int tr_xp_qh(int dt) { return dt == TR_Q8_0 ? 512 : 256; }
 static inline int tr_xp_d(int dt) { return tr_xp_qh(dt) + (dt == TR_Q5_0 || dt == TR_Q5_1 ? 64 : 0); }
 static inline int tr_xp_m(int dt) { return tr_xp_d(dt) + 32; }
+/* Bytes of one packed group of TR_XL_L rows of k elements. */
+static inline size_t tr_xp_group_bytes(int dt, long k) {
+	return (size_t)(k / tr_qblock_elems(dt)) * tr_xp_block_bytes(dt);
+}
 /* Rows [r0, r1) (r0 a multiple of TR_XL_L) of the packed weights xp (k
  * elements per row) times the tiles of the m rows of x into dst, as tr_xl_fn. */
 typedef void (*tr_xp_fn)(int dt, const uint8_t *xp, long r0, long r1, long k, const uint8_t *tiles, long m,
