@@ -2,8 +2,12 @@ package troupe
 
 import (
 	"errors"
+	"maps"
 	"strings"
 	"testing"
+
+	"github.com/troupe-ai/troupe/gpu"
+	"github.com/troupe-ai/troupe/gpu/ref"
 )
 
 func TestParseDevice(t *testing.T) {
@@ -60,5 +64,48 @@ func TestCheckDevice(t *testing.T) {
 	}
 	if _, _, err := openDevice(Options{Device: "cuda"}); !errors.Is(err, ErrNoCUDA) {
 		t.Fatalf("openDevice(cuda) without CUDA: %v", err)
+	}
+}
+
+// fitDevice is a device with a memory check that records its figures and
+// answers err.
+type fitDevice struct {
+	ref.Device
+	params map[gpu.DType]int64
+	kv     int64
+	err    error
+}
+
+func (d *fitDevice) Name() string { return "fake-gpu" }
+
+func (d *fitDevice) CheckMemory(params map[gpu.DType]int64, kvBytes int64) error {
+	d.params, d.kv = params, kvBytes
+	return d.err
+}
+
+// TestCheckMemory: the loader's memory check asks a device that has one
+// with the model's parameters by dtype and the pool's size, and wraps its
+// error; a device without one (the CPU) is not checked.
+func TestCheckMemory(t *testing.T) {
+	params := map[gpu.DType]int64{gpu.BF16: 100, gpu.F32: 10}
+	errShort := errors.New("needs 1 GiB but 1 MiB is free")
+	for _, tc := range []struct {
+		name string
+		dev  gpu.Device
+		err  string
+	}{
+		{"no check", ref.Device{}, ""},
+		{"fits", &fitDevice{}, ""},
+		{"short", &fitDevice{err: errShort}, "loading the model on fake-gpu: needs 1 GiB but 1 MiB is free"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkMemory(tc.dev, params, 4096)
+			if tc.err == "" && err != nil || tc.err != "" && (err == nil || err.Error() != tc.err || !errors.Is(err, errShort)) {
+				t.Fatalf("checkMemory: %v, want %q", err, tc.err)
+			}
+			if f, ok := tc.dev.(*fitDevice); ok && (f.kv != 4096 || !maps.Equal(f.params, params)) {
+				t.Errorf("checked with %v and %d KV bytes, want %v and 4096", f.params, f.kv, params)
+			}
+		})
 	}
 }
