@@ -1,13 +1,20 @@
 package troupe
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"maps"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/troupe-ai/troupe/actors"
 	"github.com/troupe-ai/troupe/gpu"
 	"github.com/troupe-ai/troupe/gpu/ref"
+	"github.com/troupe-ai/troupe/kvcache"
+	"github.com/troupe-ai/troupe/metrics"
+	"github.com/troupe-ai/troupe/model"
 )
 
 func TestParseDevice(t *testing.T) {
@@ -107,5 +114,40 @@ func TestCheckMemory(t *testing.T) {
 				t.Errorf("checked with %v and %d KV bytes, want %v and 4096", f.params, f.kv, params)
 			}
 		})
+	}
+}
+
+// memLoader loads no model onto a device that reports its memory.
+type memLoader struct {
+	actors.Loader
+	dev gpu.Device
+}
+
+func (l memLoader) LoadModel(context.Context, func(string)) (model.Model, gpu.Device, *kvcache.Pool, error) {
+	return nil, l.dev, nil, nil
+}
+
+// memGPU is a device with memory of its own.
+type memGPU struct{ ref.Device }
+
+func (memGPU) MemoryUse() gpu.MemoryUse { return gpu.MemoryUse{Weights: 7, Scratch: 3, Total: 100} }
+
+// TestDeviceMemoryExported: the runtime's loader exports
+// troupe_device_memory_bytes for a device that reports its memory, and
+// not for one that does not (the CPU).
+func TestDeviceMemoryExported(t *testing.T) {
+	for _, tc := range []struct {
+		dev    gpu.Device
+		series int
+	}{{ref.Device{}, 0}, {memGPU{}, 4}} {
+		m := metrics.New()
+		l := &limitsLoader{Loader: memLoader{dev: tc.dev}, metrics: m, device: "cuda:1", log: slog.Default()}
+		if _, _, _, err := l.LoadModel(context.Background(), func(string) {}); err != nil {
+			t.Fatal(err)
+		}
+		n, err := testutil.GatherAndCount(m.Registry, "troupe_device_memory_bytes")
+		if err != nil || n != tc.series {
+			t.Errorf("%T: %d series (%v), want %d", tc.dev, n, err, tc.series)
+		}
 	}
 }
