@@ -9,10 +9,12 @@ import (
 )
 
 // ScratchMargin is the device memory the load-time check (CheckFit) sets
-// aside for a Device's scratch: the staging slots one operation uses,
-// each grown to a power of two (the largest, a chunk's logits, is 128 MiB
-// for 512 rows of a 64k vocabulary), and the KV pages Attention stages
-// while the pool is host memory.
+// aside for a Device's scratch: the staging slots of the operations, each
+// grown to a power of two (the largest, a 512-row chunk's logits over a
+// 64k vocabulary, is 128 MiB). It is a stated margin, not a bound: a
+// larger step or vocabulary grows the slots past it. (The KV pages
+// Attention stages in its slots while the pool is host memory are covered
+// by the KV figure, which counts the whole pool.)
 const ScratchMargin int64 = 256 << 20
 
 // ErrOutOfMemory is the error of CheckFit when a model does not fit in the
@@ -25,7 +27,11 @@ var ErrOutOfMemory = errors.New("not enough free GPU memory")
 // Options.Half16, else 4 (widened to float32); 4 for quantized dtypes
 // (dequantized to float32 at upload) and any other. It counts every
 // tensor, the vectors the operations pass as host slices included, so it
-// errs high by those (a hidden size's worth each).
+// errs high by those (a hidden size's worth each). It errs low where a
+// Device uploads a matrix twice: the joined q/k/v and gate/up projections
+// that steps of up to 64 rows multiply, and the views of their parts that
+// longer prefill steps multiply (model/block.go), are uploaded once each,
+// as the Device keys uploads by *gpu.Weight.
 func UploadBytes(params map[gpu.DType]int64, half16 bool) int64 {
 	var n int64
 	for dt, p := range params {
@@ -41,7 +47,11 @@ func UploadBytes(params map[gpu.DType]int64, half16 bool) int64 {
 // MemoryNeed is the GPU memory a model needs to run, in bytes.
 type MemoryNeed struct {
 	Weights int64 // the weights as uploaded (UploadBytes)
-	KV      int64 // the KV pool the KV budget gives (kvcache.Pool.Bytes)
+	// KV is the KV pool the KV budget gives (kvcache.Pool.Bytes), counted
+	// whole, as a device-resident pool will hold it; for now the pool is
+	// host memory and the Device stages one layer's pages at a time, so
+	// this errs high.
+	KV      int64
 	Scratch int64 // the margin for scratch (ScratchMargin)
 }
 
