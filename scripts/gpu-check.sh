@@ -5,24 +5,28 @@
 #   scripts/gpu-check.sh [FIXTURES]   run the check
 #   scripts/gpu-check.sh --build DIR  build the test binaries into DIR, then stop
 #
-# The check runs two test binaries built with -tags cuda: model.test
-# (TestParity and TestGGUFParity, whose backends include the CUDA device in
-# that build, against the shared fixtures) and engine.test
-# (BenchmarkCUDADecode and BenchmarkCUDAPrefill: tokens/s on smollm2-135m
-# shapes at batch 1, 8 and 64, decode with the bandwidth it achieves). It
-# takes them from $TROUPE_GPU_CHECK_BIN (default bin/gpu-check in the
-# repository; `task gpu:build-check` puts them there), else builds them
-# when go is on the PATH. FIXTURES defaults to $TROUPE_FIXTURES, else
-# ../shared/fixtures beside the repository; missing fixtures fail the check
-# (CI=true). It prints each command it runs and exits non-zero on any
-# failure. About 1-3 minutes on a recent GPU; each step has a time limit,
-# all together under 8 minutes (a build, when one is needed, comes on top).
+# The check runs three test binaries built with -tags cuda: cuda.test
+# (gpu/cuda's device tests: the operations against gpu/ref, the memory
+# check and accounting), model.test (TestParity and TestGGUFParity, whose
+# backends include the CUDA device in that build, against the shared
+# fixtures) and engine.test (BenchmarkCUDADecode and BenchmarkCUDAPrefill:
+# tokens/s on smollm2-135m shapes at batch 1, 8 and 64, decode with the
+# bandwidth it achieves). It takes them from $TROUPE_GPU_CHECK_BIN (default
+# bin/gpu-check in the repository; `task gpu:build-check` puts them there),
+# else builds them when go is on the PATH. FIXTURES defaults to
+# $TROUPE_FIXTURES, else ../shared/fixtures beside the repository; missing
+# fixtures fail the check (CI=true). It prints each command it runs and
+# exits non-zero on any failure. The steps' time limits add up to 7.5
+# minutes (a build, when one is needed, comes on top).
 set -euo pipefail
 
 readonly max_binary_bytes=$((64 << 20)) # what a device machine takes back and forth
-readonly parity_limit=240                # seconds
-readonly bench_limit=210                 # seconds
-binaries=(model.test engine.test)
+readonly device_limit=60                 # seconds, each step
+readonly parity_limit=210
+readonly bench_limit=180
+# The test binaries and their packages.
+binaries=(model.test engine.test cuda.test)
+declare -A package=([model.test]=./model [engine.test]=./engine [cuda.test]=./gpu/cuda)
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 exec 3>&1 # the terminal's stdout, for what run_in says while the output goes to a log
@@ -59,7 +63,7 @@ build() {
   cuda_headers
   mkdir -p "$dir"
   for bin in "${binaries[@]}"; do
-    pkg=./${bin%.test}
+    pkg=${package[$bin]}
     say "building $dir/$bin: go test -c -tags cuda -ldflags='-s -w' $pkg"
     (cd "$repo" && go test -c -tags cuda -ldflags='-s -w' -o "$dir/$bin" "$pkg") || die "building $bin"
     size=$(wc -c <"$dir/$bin")
@@ -112,6 +116,23 @@ run_in() {
 workdir() { # the package's folder when the repository is here (its testdata)
   if [[ -d $repo/$1 ]]; then echo "$repo/$1"; else echo "$bindir"; fi
 }
+
+log=$(mktemp)
+status=0
+run_in "$(workdir gpu/cuda)" "$device_limit" "$bindir/cuda.test" -test.run '^Test(MatMul|Ops|Attention|Memory)$' -test.v -test.count 1 -test.timeout "$((device_limit - 10))s" >"$log" 2>&1 || status=$?
+grep -E -- '--- (PASS|FAIL|SKIP)|^(ok|FAIL|PASS)|panic' "$log" || true
+if ((status != 0)); then
+  tail -n 60 "$log"
+  rm -f "$log"
+  die "gpu/cuda's tests (exit status $status)"
+fi
+passed=$(grep -cE -- '^--- PASS: Test(MatMul|Ops|Attention|Memory) ' "$log" || true)
+if ((passed != 4)); then
+  grep -E -A2 -- '--- SKIP' "$log" || true
+  rm -f "$log"
+  die "gpu/cuda's device tests: $passed of 4 passed (skipped for want of a usable CUDA device, or a binary built without -tags cuda)"
+fi
+rm -f "$log"
 
 log=$(mktemp)
 status=0
