@@ -10,6 +10,9 @@ import (
 	"github.com/troupe-ai/troupe/gpu/cuda"
 )
 
+// The loader checks a CUDA device's memory before the weights go up.
+var _ memoryChecker = (*cuda.Device)(nil)
+
 // cudaBuilt reports whether the CUDA backend is built in (-tags cuda).
 const cudaBuilt = true
 

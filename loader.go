@@ -214,6 +214,12 @@ func (l *dirLoader) LoadModel(ctx context.Context, phase func(string)) (model.Mo
 		m.Close()
 		return nil, nil, nil, err
 	}
+	if err := checkMemory(dev, m.Info().DTypeParams, pool.Bytes()); err != nil {
+		_ = pool.Close()
+		closeDev()
+		m.Close()
+		return nil, nil, nil, err
+	}
 	if l.opts.PrefaultKV {
 		t0 := time.Now()
 		pool.Prefault()
@@ -296,4 +302,25 @@ func newPool(m model.Model, opts Options) (*kvcache.Pool, error) {
 			"state_slots", pool.NumSlots(), "parallel", opts.Parallel)
 	}
 	return pool, nil
+}
+
+// memoryChecker is a device that checks, before it holds the weights, that
+// the model fits in its memory (gpu/cuda's Device.CheckMemory): weights of
+// the given parameter counts by dtype and kvBytes of KV pool.
+type memoryChecker interface {
+	CheckMemory(params map[gpu.DType]int64, kvBytes int64) error
+}
+
+// checkMemory runs dev's memory check when it has one (a CUDA device; the
+// CPU's memory is the process's, checked by nothing here): params is the
+// model's model.Info.DTypeParams, kvBytes the KV pool's size.
+func checkMemory(dev gpu.Device, params map[gpu.DType]int64, kvBytes int64) error {
+	mc, ok := dev.(memoryChecker)
+	if !ok {
+		return nil
+	}
+	if err := mc.CheckMemory(params, kvBytes); err != nil {
+		return fmt.Errorf("loading the model on %s: %w", dev.Name(), err)
+	}
+	return nil
 }

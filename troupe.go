@@ -349,8 +349,12 @@ func Spawn(system *actor.ActorSystem, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spawn scheduler: %w", err)
 	}
+	device := opts.Device // a bad name fails the load (openDevice)
+	if spec, err := ParseDevice(opts.Device); err == nil {
+		device = spec.String()
+	}
 	loader := &limitsLoader{Loader: &dirLoader{opts: opts}, limits: &rt.limits, sampling: &rt.sampling, assets: &rt.assets,
-		maxModelLen: opts.MaxModelLen}
+		maxModelLen: opts.MaxModelLen, metrics: rt.metrics, device: device, log: opts.Logger}
 	rt.pids.Model, err = root.SpawnNamed(actor.PropsFromProducer(actors.NewModelActor(rt.name, loader, rt.pids.Scheduler, opts.Logger)), "model-"+rt.name+"-"+uniq())
 	if err != nil {
 		return nil, fmt.Errorf("spawn model actor: %w", err)
@@ -373,6 +377,11 @@ type limitsLoader struct {
 	sampling    *atomic.Pointer[sample.Defaults]
 	assets      *atomic.Pointer[chat.Assets]
 	maxModelLen int
+	// metrics gets troupe_device_memory_bytes, labelled device, when the
+	// loaded device reports its memory (gpu.MemoryReporter).
+	metrics *metrics.Metrics
+	device  string
+	log     *slog.Logger
 }
 
 func (l *limitsLoader) LoadAssets(ctx context.Context) (*chat.Assets, error) {
@@ -390,6 +399,11 @@ func (l *limitsLoader) LoadModel(ctx context.Context, phase func(string)) (model
 	if err == nil && m != nil {
 		lim := engine.LimitsOf(m, pool, l.maxModelLen)
 		l.limits.Store(&lim)
+	}
+	if r, ok := dev.(gpu.MemoryReporter); ok && err == nil {
+		if werr := l.metrics.WatchDeviceMemory(l.device, r); werr != nil {
+			l.log.Warn("device memory is not exported", "device", l.device, "err", werr)
+		}
 	}
 	return m, dev, pool, err
 }

@@ -52,6 +52,12 @@
 //	reasoning_reattached_total{outcome} assistant turns sent back without reasoning, rendered with
 //	                                    preserve_thinking on: reattached (the reasoning the server
 //	                                    kept for that reply), unknown (none kept: rendered as sent)
+//	device_memory_bytes{device,kind}    memory of a compute device with memory of its own (a CUDA
+//	                                    GPU; absent on the CPU), from its own accounting: weights
+//	                                    (uploaded so far), kv (KV held on the device; 0 while the KV
+//	                                    pool is host memory), scratch (staging buffers), total (the
+//	                                    device's memory, in use or not). Exported once the model is
+//	                                    loaded
 //
 // The registry also carries the standard Go and process collectors: among
 // them process_resident_memory_bytes (the process's RSS, to compare with
@@ -61,10 +67,12 @@
 package metrics
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/troupe-ai/troupe/gpu"
 )
 
 // Metrics is one runtime's set of collectors.
@@ -239,5 +247,36 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	n := c.count()
 	for _, s := range ClusterStates {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n[s]), s)
+	}
+}
+
+// Kinds of troupe_device_memory_bytes, in the order it exports them.
+var DeviceMemoryKinds = []string{"weights", "kv", "scratch", "total"}
+
+// WatchDeviceMemory exports troupe_device_memory_bytes{device,kind}: r's
+// memory by use (gpu.MemoryUse, read when scraped), labelled device. It
+// fails when the registry already has the metric for that device.
+func (m *Metrics) WatchDeviceMemory(device string, r gpu.MemoryReporter) error {
+	c := &deviceMemoryCollector{device: device, r: r, desc: prometheus.NewDesc("troupe_device_memory_bytes",
+		"Memory of the compute device by kind: weights, kv, scratch (in use, from the device's own accounting), total (the device's memory).",
+		[]string{"device", "kind"}, nil)}
+	if err := m.Registry.Register(c); err != nil {
+		return fmt.Errorf("metrics: troupe_device_memory_bytes for %s: %w", device, err)
+	}
+	return nil
+}
+
+type deviceMemoryCollector struct {
+	device string
+	r      gpu.MemoryReporter
+	desc   *prometheus.Desc
+}
+
+func (c *deviceMemoryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *deviceMemoryCollector) Collect(ch chan<- prometheus.Metric) {
+	u := c.r.MemoryUse()
+	for i, v := range []int64{u.Weights, u.KV, u.Scratch, u.Total} {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(v), c.device, DeviceMemoryKinds[i])
 	}
 }

@@ -408,6 +408,23 @@ func TestQuantizeAtLoad(t *testing.T) {
 	if qi.DType != gpu.Q8_0 || qi.Params != pi.Params || qi.WeightBytes*3 > pi.WeightBytes {
 		t.Errorf("quantized Info: %v, %d params, %d bytes (f32: %d params, %d bytes)", qi.DType, qi.Params, qi.WeightBytes, pi.Params, pi.WeightBytes)
 	}
+	// DTypeParams splits Params by the dtype held: all f32 unquantized;
+	// quantized, the matrices Q8_0 and the vectors still f32.
+	for _, info := range []model.Info{pi, qi} {
+		var sum int64
+		for _, n := range info.DTypeParams {
+			sum += n
+		}
+		if sum != info.Params {
+			t.Errorf("%v model: DTypeParams %v sum to %d, Params %d", info.DType, info.DTypeParams, sum, info.Params)
+		}
+	}
+	if pi.DTypeParams[gpu.F32] != pi.Params {
+		t.Errorf("f32 model: DTypeParams %v", pi.DTypeParams)
+	}
+	if n := qi.DTypeParams[gpu.Q8_0]; n == 0 || n >= qi.Params || qi.DTypeParams[gpu.F32] != qi.Params-n {
+		t.Errorf("Q8_0 model: DTypeParams %v of %d", qi.DTypeParams, qi.Params)
+	}
 	// The weights' error alone (the reference backend dots dequantized
 	// rows): small against the logits of this (chaotic, std 0.3) model.
 	prompt := [][]int32{{1, 5, 9, 200, 33, 7}}

@@ -97,7 +97,8 @@ type ggufDiffs struct {
 // TestGGUFParity loads every GGUF fixture (llama and qwen3, F16 and ten
 // llama-quantize types), runs the 24-token prompt with logits at every
 // position and 16 teacher-forced decode steps on every backend (gpu/ref,
-// the CPU device, the CPU device with packed weights), and
+// the CPU device, the CUDA device in a build with -tags cuda, the CPU
+// device with packed weights), and
 // compares with llama.cpp: within dequantTol of its float32 pass on the
 // dequantized weights, within the file's tolerance_abs_logit of its own
 // (quantized-activation) pass, and with its greedy ids for the steps the

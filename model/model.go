@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -106,6 +107,10 @@ type Info struct {
 	EOS         []int // from generation_config.json, else config.json
 	Params      int64 // parameter count (a tied embedding counted once)
 	WeightBytes int64
+	// DTypeParams splits Params by the dtype the weights are held in
+	// (after LoadOptions.Quantize): what a device that converts weights
+	// at upload (gpu/cuda) sizes its weight memory from.
+	DTypeParams map[gpu.DType]int64
 	// HugePages: the weight matrices were copied into memory advised for
 	// transparent huge pages (see LoadOptions.Mmap); false when they are
 	// read from the memory-mapped files.
@@ -375,7 +380,8 @@ func readInfo(c *Config, w *Weights, arch string, vocab, hidden, layers, maxPos 
 	mt, _ := c.String("model_type", "")
 	return Info{Arch: arch, ModelType: mt, Vocab: vocab, Hidden: hidden, Layers: layers, MaxPos: maxPos,
 		DType: embed.DType, BOS: bos, EOS: eos, Params: w.params, WeightBytes: w.bytes,
-		HugePages: w.arena != nil && w.arena.Huge()}, nil
+		DTypeParams: maps.Clone(w.byDType),
+		HugePages:   w.arena != nil && w.arena.Huge()}, nil
 }
 
 // Weights wraps the checkpoint's tensors with shape-checked accessors.
@@ -388,6 +394,8 @@ type Weights struct {
 	err    error
 	params int64
 	bytes  int64
+	// byDType is params by the dtype the tensors are held in.
+	byDType map[gpu.DType]int64
 	// quantize is LoadOptions.Quantize; made holds the first byte of the
 	// data Weights quantized itself (heap memory the source must not drop).
 	quantize gpu.DType
@@ -417,6 +425,8 @@ func (w *Weights) mapped(name string, rows, cols int) *gpu.Weight {
 		}
 		w.st.DropPages(m.Data)
 		w.bytes += int64(len(data)) - int64(len(m.Data))
+		w.byDType[m.DType] -= int64(rows) * int64(cols)
+		w.byDType[q] += int64(rows) * int64(cols)
 		if w.made == nil {
 			w.made = map[*byte]bool{}
 		}
@@ -515,6 +525,10 @@ func (w *Weights) tensor(name string, shape ...int) *srcTensor {
 	}
 	w.params += n
 	w.bytes += int64(len(t.Data))
+	if w.byDType == nil {
+		w.byDType = map[gpu.DType]int64{}
+	}
+	w.byDType[t.DType] += n
 	return t
 }
 

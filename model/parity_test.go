@@ -76,6 +76,9 @@ type backend struct {
 	pack bool
 }
 
+// backends are the devices the parity tests run each model on: the
+// reference, the CPU, the GPUs of a build with one (gpuBackends: -tags
+// cuda) and the CPU with packed weights.
 func backends(t *testing.T) []backend {
 	t.Helper()
 	d, err := cpu.New(cpu.Options{})
@@ -83,7 +86,9 @@ func backends(t *testing.T) []backend {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Close)
-	return []backend{{"ref", ref.Device{}, false}, {"cpu", d, false}, {"cpu-packed", d, true}}
+	out := []backend{{"ref", ref.Device{}, false}, {"cpu", d, false}}
+	out = append(out, gpuBackends(t)...) // before cpu-packed, which packs the model's weights for good
+	return append(out, backend{"cpu-packed", d, true})
 }
 
 // use readies b for m: it packs m's weights when b asks for it.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/troupe-ai/troupe/gpu"
 	"github.com/troupe-ai/troupe/gpu/ref"
+	"github.com/troupe-ai/troupe/kvcache"
 	"gorgonia.org/cu"
 )
 
@@ -110,6 +111,7 @@ type Device struct {
 	blas *blas
 
 	weights map[*gpu.Weight]*devWeight
+	total   int64 // the GPU's memory, bytes
 	dev     [numSlots]devBuf
 	host    [numSlots]hostBuf
 	args    []uint64
@@ -120,7 +122,10 @@ type Device struct {
 	ref      ref.Device
 }
 
-var _ gpu.Device = (*Device)(nil)
+var (
+	_ gpu.Device         = (*Device)(nil)
+	_ gpu.MemoryReporter = (*Device)(nil)
+)
 
 // New creates a context on CUDA device opts.Ordinal with its stream, loads
 // the kernels' PTX and cuBLAS. It fails, with nothing left allocated, when
@@ -164,6 +169,10 @@ func New(opts Options) (*Device, error) {
 	if err := d.setUp(); err != nil {
 		d.release()
 		return nil, fmt.Errorf("gpu/cuda: device %d (%s): %w", opts.Ordinal, gpuName, err)
+	}
+	if _, d.total, err = cu.MemInfo(); err != nil {
+		d.release()
+		return nil, fmt.Errorf("gpu/cuda: device %d (%s): reading its memory size: %w", opts.Ordinal, gpuName, err)
 	}
 	if _, err := cu.PopCurrentCtx(); err != nil {
 		d.release()
@@ -548,4 +557,52 @@ func (d *Device) WeightBytes() int64 {
 		n += dw.bytes
 	}
 	return n
+}
+
+// CheckMemory checks, before the weights are uploaded, that the model fits
+// in the GPU's free memory (cuMemGetInfo): weights of the given parameter
+// counts by dtype (model.Info.DTypeParams) as this Device uploads them
+// (UploadBytes under Options.Half16), kvBytes of KV (the pool the KV
+// budget gives) and ScratchMargin. The error names the three figures and
+// the free and total memory, and wraps ErrOutOfMemory (CheckFit).
+func (d *Device) CheckMemory(params map[gpu.DType]int64, kvBytes int64) error {
+	need := MemoryNeed{Weights: UploadBytes(params, d.opts.Half16), KV: kvBytes, Scratch: ScratchMargin}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	name := fmt.Sprintf("cuda:%d", d.opts.Ordinal)
+	if d.closed {
+		return fmt.Errorf("gpu/cuda: %s: CheckMemory after Close", name)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cu.SetCurrentContext(d.ctx); err != nil {
+		return fmt.Errorf("gpu/cuda: %s: binding the context: %w", name, err)
+	}
+	free, total, err := cu.MemInfo()
+	if err != nil {
+		return fmt.Errorf("gpu/cuda: %s: reading free memory: %w", name, err)
+	}
+	if err := CheckFit(name, need, free, total); err != nil {
+		return fmt.Errorf("gpu/cuda: %w", err)
+	}
+	d.log.Info("gpu/cuda: the model fits", "device", name, "needs", need.String(),
+		"free", kvcache.FormatBytes(free), "total", kvcache.FormatBytes(total))
+	return nil
+}
+
+// MemoryUse implements gpu.MemoryReporter from the Device's own
+// allocations: the weights uploaded so far, the scratch slots (device side;
+// they also stage the KV pages Attention reaches, as the KV pool is host
+// memory for now, so KV is 0) and the GPU's total memory.
+func (d *Device) MemoryUse() gpu.MemoryUse {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	u := gpu.MemoryUse{Total: d.total}
+	for _, dw := range d.weights {
+		u.Weights += dw.bytes
+	}
+	for _, b := range d.dev {
+		u.Scratch += b.bytes
+	}
+	return u
 }

@@ -21,8 +21,23 @@
 // so one binary runs with any of them.
 //
 // Without the tag the package holds only what needs no CUDA: the kernel
-// table (KernelNames), the embedded PTX (PTX) and the check that the PTX was
-// generated from the current kernel sources.
+// table (KernelNames), the embedded PTX (PTX), the check that the PTX was
+// generated from the current kernel sources, and the arithmetic of the
+// load-time memory check (CheckFit, UploadBytes).
+//
+// # Memory
+//
+// Before the weights go up, the loader calls Device.CheckMemory, which
+// compares the GPU's free memory with the weights as the Device uploads
+// them, the KV pool the KV budget gives and ScratchMargin, and fails with
+// all the figures when they do not fit. Device.MemoryUse reports what the
+// Device holds (gpu.MemoryReporter; troupe_device_memory_bytes).
+//
+// # Device check
+//
+// scripts/gpu-check.sh runs the tests tagged cuda (this package's, and the
+// model parity tests with a CUDA backend) and the CUDA benchmarks on a
+// machine with a GPU, from test binaries task gpu:build-check builds.
 //
 // # Kernels
 //
