@@ -198,7 +198,7 @@ func (l *dirLoader) LoadModel(ctx context.Context, phase func(string)) (model.Mo
 		m.Close()
 		return nil, nil, nil, err
 	}
-	if p, ok := dev.(gpu.Packer); ok {
+	if p, ok := dev.(gpu.Packer); ok && !l.opts.NoPackedWeights {
 		phase("packing weights")
 		if n, err := model.PackWeights(m, p); err != nil {
 			closeDev()

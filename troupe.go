@@ -53,6 +53,12 @@ type Options struct {
 	// MmapWeights keeps the weights in the memory-mapped checkpoint files
 	// instead of copying them into huge-page memory (model.LoadOptions.Mmap).
 	MmapWeights bool
+	// NoPackedWeights skips the packed copies the CPU device makes at load
+	// (model.PackWeights): panels of BF16 layer matrices for prefill, and
+	// quantized layer matrices in the layout of decode and batches. It
+	// saves their memory (as much again as those matrices) at the cost of
+	// slower prefill and batch decode.
+	NoPackedWeights bool
 	// Quantize, when set (gpu.Q8_0, ...), quantizes the model's F32, BF16
 	// and F16 weight matrices at load (model.LoadOptions.Quantize): serve
 	// --quantize. A GGUF file's quantized matrices are kept as they are.

@@ -86,6 +86,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	threads := fs.Int("threads", 0, "compute threads (0 = all cores)")
 	device := fs.String("device", "cpu", "compute device: cpu, or cuda[:N] for CUDA device N (0 when not given), in a binary built with -tags cuda")
 	mmapWeights := fs.Bool("mmap", false, "keep the weights memory-mapped from the checkpoint instead of copying them into huge-page memory (slower decode, no private copy)")
+	noPacked := fs.Bool("no-packed-weights", false, "do not give layer matrices packed copies at load (BF16 panels for prefill, quantized matrices in the batch-decode layout): saves as much memory again as those matrices, at the cost of slower prefill and batch decode")
 	quantize := fs.String("quantize", "", "quantize the weight matrices at load: "+quantizeTypes+" (default: keep their types; a GGUF file's quantized matrices stay as they are)")
 	stepTokens := fs.Int("step-tokens", 512, "tokens per engine step (chunked prefill budget)")
 	stepStretch := fs.Float64("step-stretch", 2, "while streams decode, prefill only what keeps a step within this many decode steps, so inter-token gaps stay smooth (1: off, prefill takes all of --step-tokens)")
@@ -251,7 +252,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	opts := troupe.Options{
-		Model: *dir, ServedName: *name, ChatTemplate: *tmpl, Threads: *threads, Device: *device, MmapWeights: *mmapWeights, Quantize: qtype, Parallel: *parallel,
+		Model: *dir, ServedName: *name, ChatTemplate: *tmpl, Threads: *threads, Device: *device, MmapWeights: *mmapWeights, NoPackedWeights: *noPacked, Quantize: qtype, Parallel: *parallel,
 		KVBudget: budget, SnapshotBudget: snaps, PrefaultKV: *prefaultKV, StepTokens: *stepTokens, StepStretch: *stepStretch, MaxModelLen: *maxModelLen, PromptCache: *promptCache, BoundarySnapshots: boundary, Logger: log, LoadDelay: *loadDelay,
 		StallTimeout: *stallTimeout, PrepareTimeout: *prepTimeout, MaxInspections: *maxInspections, GenerationConfig: *genConfig,
 		InspectMaxInput: int(inMax), InspectMaxOutput: int(outMax), LoadProgress: loadBar(stderr),
