@@ -92,20 +92,41 @@ func run(b *testing.B, m model.Model, dev gpu.Device, pool *kvcache.Pool, reqs [
 
 // BenchmarkDecode measures decode tokens per second on smollm2-135m shapes
 // (bf16, f32, and bf16 quantized at load to Q8_0 and Q4_0) and mamba-130m
-// shapes (f32): single stream, and the aggregate of 8 sequences decoding in
-// one batch. Each iteration prefills a 16-token prompt per sequence, then
-// times 64 decode steps. Weights are packed as troupe serve packs them
-// (model.PackWeights).
+// shapes (f32), and on the GGUF files named in $TROUPE_BENCH_GGUF
+// (comma-separated; e.g. the Q4_K_M file `task bench:peer -- --types
+// q4_k_m` writes into its cache): single stream, and the aggregate of 8
+// sequences decoding in one batch. Each iteration prefills a 16-token
+// prompt per sequence, then times 64 decode steps. Weights are packed as
+// troupe serve packs them (model.PackWeights).
 func BenchmarkDecode(b *testing.B) {
+	type bench struct {
+		name string
+		m    model.Model
+	}
+	var ms []bench
 	for _, mc := range []struct {
 		preset string
 		dt     gpu.DType
 	}{{"smollm2-135m", gpu.BF16}, {"smollm2-135m", gpu.F32}, {"smollm2-135m", gpu.Q8_0}, {"smollm2-135m", gpu.Q4_0}, {"mamba-130m", gpu.F32}} {
-		m := presetModel(b, mc.preset, mc.dt)
+		ms = append(ms, bench{mc.preset + "-" + mc.dt.String(), presetModel(b, mc.preset, mc.dt)})
+	}
+	for _, f := range strings.Split(os.Getenv("TROUPE_BENCH_GGUF"), ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		m, err := model.LoadWith(context.Background(), f, model.LoadOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { m.Close() })
+		ms = append(ms, bench{strings.TrimSuffix(filepath.Base(f), ".gguf"), m})
+	}
+	for _, mc := range ms {
+		m := mc.m
 		dev := packedDevice(b, m, 0)
 		pool := benchPool(b, m)
 		for _, batch := range []int{1, 8} {
-			b.Run(mc.preset+"-"+mc.dt.String()+"/batch"+strconv.Itoa(batch), func(b *testing.B) {
+			b.Run(mc.name+"/batch"+strconv.Itoa(batch), func(b *testing.B) {
 				const steps = 64
 				var decode time.Duration
 				for b.Loop() {
