@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/troupe-ai/troupe/gpu"
@@ -79,7 +81,23 @@ type Device struct {
 
 	seqs  []C.tr_seq
 	pages []int32
+
+	// calls counts kernel calls; every yieldCheck-th one reads the clock
+	// and yields when lastYield (time since epoch) is yieldInterval old.
+	calls     atomic.Uint32
+	epoch     time.Time
+	lastYield atomic.Int64
 }
+
+// The calling goroutine passes through the scheduler (runtime.Gosched) at
+// least every yieldInterval of kernel calls, long before Go's 10 ms
+// preemption mark (doc.go, "The calling goroutine"). A Gosched can cost tens
+// of microseconds on a paravirtualised guest, so not more often; the clock
+// is read every yieldCheck calls.
+const (
+	yieldInterval = 4 * time.Millisecond
+	yieldCheck    = 16
+)
 
 var _ gpu.Device = (*Device)(nil)
 
@@ -116,7 +134,7 @@ func New(opts Options) (*Device, error) {
 	}
 	C.tr_set_attn_mode(ctx, C.int(opts.attnMode))
 	C.tr_set_mm_sched(ctx, C.int(opts.mmSched))
-	return &Device{ctx: ctx, kernels: name, threads: threads, fast: opts.FastBF16 && name == "avx512bf16",
+	return &Device{ctx: ctx, epoch: time.Now(), kernels: name, threads: threads, fast: opts.FastBF16 && name == "avx512bf16",
 		noPanels: opts.noPanels, name: fmt.Sprintf("cpu/%s x%d threads", name, threads)}, nil
 }
 
@@ -153,9 +171,21 @@ func (d *Device) Name() string {
 	return d.name
 }
 
+func (d *Device) yield() {
+	now, last := int64(time.Since(d.epoch)), d.lastYield.Load()
+	if now-last >= int64(yieldInterval) && d.lastYield.CompareAndSwap(last, now) {
+		runtime.Gosched()
+	}
+}
+
 func fp(s []float32) *C.float { return (*C.float)(unsafe.Pointer(unsafe.SliceData(s))) }
 
+// lock takes the device for one kernel call, first letting the Go
+// scheduler run when yieldInterval has passed since it last did.
 func (d *Device) lock() {
+	if d.calls.Add(1)%yieldCheck == 0 {
+		d.yield()
+	}
 	d.mu.Lock()
 	if d.ctx == nil {
 		d.mu.Unlock()

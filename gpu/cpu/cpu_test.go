@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand"
 	"testing"
+	"time"
 
 	"github.com/troupe-ai/troupe/gpu"
 	"github.com/troupe-ai/troupe/gpu/gputest"
@@ -489,4 +490,35 @@ func TestOptions(t *testing.T) {
 		t.Fatalf("auto picked %s, best is %s", d.Kernels(), Supported()[0])
 	}
 	t.Log(d.Name())
+}
+
+// TestKernelCallsYield: a run of kernel calls passes through the Go
+// scheduler once yieldInterval has gone by since it last did, and not
+// before (doc.go, "The calling goroutine").
+func TestKernelCallsYield(t *testing.T) {
+	d, err := New(Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	x := make([]float32, 16)
+	calls := func(n int) {
+		for range n {
+			d.Add(x, x, x)
+		}
+	}
+	// well inside the interval: no yield
+	d.lastYield.Store(int64(time.Since(d.epoch)))
+	before := d.lastYield.Load()
+	calls(yieldCheck)
+	if got := d.lastYield.Load(); got != before {
+		t.Fatalf("yielded %v after the last yield, interval %v", time.Duration(got-before), yieldInterval)
+	}
+	// the interval has passed: the next check yields and records it
+	d.lastYield.Store(int64(time.Since(d.epoch) - yieldInterval))
+	before = d.lastYield.Load()
+	calls(yieldCheck)
+	if got := d.lastYield.Load(); got-before < int64(yieldInterval) {
+		t.Fatalf("no yield after %v of calls: last yield moved by %v", yieldInterval, time.Duration(got-before))
+	}
 }
