@@ -507,14 +507,12 @@ QF void xl_rows_qavx512(int dt, const uint8_t *w, long rowb, long r0, long r1, l
 			const uint8_t *tile = tiles + t * tb;
 			const long rows = m - t * TR_XL_R < TR_XL_R ? m - t * TR_XL_R : TR_XL_R;
 			__m512 acc[TR_XL_R];
-			if (rows > 4)
-				xl_tile_r(8, S, XB, MIN, pw, k, tile, acc, &pf);
-			else if (rows > 2)
-				xl_tile_r(4, S, XB, MIN, pw, k, tile, acc, &pf);
-			else if (rows > 1)
-				xl_tile_r(2, S, XB, MIN, pw, k, tile, acc, &pf);
-			else
-				xl_tile_r(1, S, XB, MIN, pw, k, tile, acc, &pf);
+			switch (tr_xl_rows_read(rows)) {
+			case TR_XL_R: xl_tile_r(8, S, XB, MIN, pw, k, tile, acc, &pf); break;
+			case 4: xl_tile_r(4, S, XB, MIN, pw, k, tile, acc, &pf); break;
+			case 2: xl_tile_r(2, S, XB, MIN, pw, k, tile, acc, &pf); break;
+			default: xl_tile_r(1, S, XB, MIN, pw, k, tile, acc, &pf);
+			}
 			for (long i = 0; i < rows; i++)
 				_mm512_mask_storeu_ps(dst + (t * TR_XL_R + i) * ldd + r, keep, acc[i]);
 		}
@@ -682,14 +680,12 @@ QI void xp_rows_t(const int DT, const uint8_t *xp, long r0, long r1, long k, con
 			const uint8_t *tile = tiles + t * tb;
 			const long rows = m - t * TR_XL_R < TR_XL_R ? m - t * TR_XL_R : TR_XL_R;
 			__m512 acc[TR_XL_R];
-			if (rows > 4)
-				xp_tile(DT, 8, g, k, tile, acc);
-			else if (rows > 2)
-				xp_tile(DT, 4, g, k, tile, acc);
-			else if (rows > 1)
-				xp_tile(DT, 2, g, k, tile, acc);
-			else
-				xp_tile(DT, 1, g, k, tile, acc);
+			switch (tr_xl_rows_read(rows)) {
+			case TR_XL_R: xp_tile(DT, 8, g, k, tile, acc); break;
+			case 4: xp_tile(DT, 4, g, k, tile, acc); break;
+			case 2: xp_tile(DT, 2, g, k, tile, acc); break;
+			default: xp_tile(DT, 1, g, k, tile, acc);
+			}
 			for (long i = 0; i < rows; i++)
 				_mm512_mask_storeu_ps(dst + (t * TR_XL_R + i) * ldd + r, keep, acc[i]);
 		}

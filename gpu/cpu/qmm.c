@@ -213,7 +213,8 @@ static void xl_pack(int dt, const uint8_t *xq, size_t xs, long m, long k, uint8_
 		uint8_t *xu = tiles + t * tb;
 		float *dx = (float *)(xu + R * k), *sums = dx + R * (k / XB);
 		int32_t *xc = (int32_t *)(sums + (MIN ? R * ns : 0));
-		for (long l = 0; l < R; l++) {
+		const long read = tr_xl_rows_read(m - t * R < R ? m - t * R : R);
+		for (long l = 0; l < read; l++) {
 			const long i = t * R + l;
 			if (i >= m) {
 				for (long g = 0; g < k / 4; g++)

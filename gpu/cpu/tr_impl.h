@@ -191,7 +191,8 @@ static inline long tr_qblock_elems(int dt) { return dt >= TR_Q2_K && dt <= TR_Q6
  * unsigned side, stored as u = q + off (tr_xl_off), and x the signed one,
  * so the offset comes out of x's sums, as in the one-row kernels.
  *
- * A tile holds TR_XL_R rows of quantized x (the rows past m are zero):
+ * A tile holds TR_XL_R rows of quantized x; the tile kernels read the
+ * first tr_xl_rows_read of them, and those past m are zero:
  *   xq  k*TR_XL_R bytes: group g of 4 elements of row r at g*4*TR_XL_R + 4*r;
  *   dx  per activation block (tr_xl_xb elements) the TR_XL_R scales;
  *   xs  for the types with minimums, per sub-block (tr_xl_s elements) the
@@ -204,6 +205,9 @@ static inline long tr_qblock_elems(int dt) { return dt >= TR_Q2_K && dt <= TR_Q6
  * the types with minimums, the rows' offsets o. */
 #define TR_XL_L 16
 #define TR_XL_R 8
+/* The rows of a tile the kernels read when rows of them hold x: a power
+ * of two, so that each kernel is compiled for 1, 2, 4 or TR_XL_R rows. */
+static inline int tr_xl_rows_read(long rows) { return rows > 4 ? TR_XL_R : rows > 2 ? 4 : rows > 1 ? 2 : 1; }
 static inline int tr_xl_s(int dt) { return dt == TR_Q2_K || dt == TR_Q3_K || dt == TR_Q6_K ? 16 : 32; }
 /* The activation block: the weight block (tr_qblock_elems). */
 static inline int tr_xl_xb(int dt) { return (int)tr_qblock_elems(dt); }
