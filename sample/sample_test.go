@@ -709,3 +709,42 @@ func TestSampleAllowed(t *testing.T) {
 		}
 	}
 }
+
+// TestArgmax: the first index of the largest value, NaNs never chosen, on
+// random vectors of every length mod 4 with many ties, against one running
+// best.
+func TestArgmax(t *testing.T) {
+	simple := func(v []float32) (int, float32) {
+		best, bestV := 0, float32(math.Inf(-1))
+		for i, x := range v {
+			if x > bestV {
+				best, bestV = i, x
+			}
+		}
+		return best, bestV
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	for n := 0; n < 40; n++ {
+		for range 200 {
+			v := make([]float32, n)
+			for i := range v {
+				switch r.IntN(10) {
+				case 0:
+					v[i] = nan
+				case 1:
+					v[i] = -inf
+				case 2:
+					v[i] = inf
+				default:
+					v[i] = float32(r.IntN(5)) // ties
+				}
+			}
+			gi, gv := argmax(v)
+			wi, wv := simple(v)
+			if gi != wi || gv != wv {
+				t.Fatalf("%v: argmax %d (%v), want %d (%v)", v, gi, gv, wi, wv)
+			}
+		}
+	}
+}
