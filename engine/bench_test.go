@@ -99,51 +99,57 @@ func run(b *testing.B, m model.Model, dev gpu.Device, pool *kvcache.Pool, reqs [
 // prompt per sequence, then times 64 decode steps. Weights are packed as
 // troupe serve packs them (model.PackWeights).
 func BenchmarkDecode(b *testing.B) {
+	// each model is built or loaded inside its own sub-benchmark, so that a
+	// -bench filter on one skips the others' setup
 	type bench struct {
 		name string
-		m    model.Model
+		load func(b *testing.B) model.Model
 	}
 	var ms []bench
 	for _, mc := range []struct {
 		preset string
 		dt     gpu.DType
 	}{{"smollm2-135m", gpu.BF16}, {"smollm2-135m", gpu.F32}, {"smollm2-135m", gpu.Q8_0}, {"smollm2-135m", gpu.Q4_0}, {"mamba-130m", gpu.F32}} {
-		ms = append(ms, bench{mc.preset + "-" + mc.dt.String(), presetModel(b, mc.preset, mc.dt)})
+		ms = append(ms, bench{mc.preset + "-" + mc.dt.String(), func(b *testing.B) model.Model { return presetModel(b, mc.preset, mc.dt) }})
 	}
 	for _, f := range strings.Split(os.Getenv("TROUPE_BENCH_GGUF"), ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}
-		m, err := model.LoadWith(context.Background(), f, model.LoadOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { m.Close() })
-		ms = append(ms, bench{strings.TrimSuffix(filepath.Base(f), ".gguf"), m})
+		ms = append(ms, bench{strings.TrimSuffix(filepath.Base(f), ".gguf"), func(b *testing.B) model.Model {
+			m, err := model.LoadWith(context.Background(), f, model.LoadOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { m.Close() })
+			return m
+		}})
 	}
 	for _, mc := range ms {
-		m := mc.m
-		dev := packedDevice(b, m, 0)
-		pool := benchPool(b, m)
-		for _, batch := range []int{1, 8} {
-			b.Run(mc.name+"/batch"+strconv.Itoa(batch), func(b *testing.B) {
-				const steps = 64
-				var decode time.Duration
-				for b.Loop() {
-					reqs := make([]engine.Request, batch)
-					for i := range reqs {
-						reqs[i] = engine.Request{Prompt: prompt(16 + i), MaxTokens: steps + 1}
+		b.Run(mc.name, func(b *testing.B) {
+			m := mc.load(b)
+			dev := packedDevice(b, m, 0)
+			pool := benchPool(b, m)
+			for _, batch := range []int{1, 8} {
+				b.Run("batch"+strconv.Itoa(batch), func(b *testing.B) {
+					const steps = 64
+					var decode time.Duration
+					for b.Loop() {
+						reqs := make([]engine.Request, batch)
+						for i := range reqs {
+							reqs[i] = engine.Request{Prompt: prompt(16 + i), MaxTokens: steps + 1}
+						}
+						res := run(b, m, dev, pool, reqs)
+						var longest time.Duration
+						for _, r := range res {
+							longest = max(longest, r.Decode)
+						}
+						decode += longest
 					}
-					res := run(b, m, dev, pool, reqs)
-					var longest time.Duration
-					for _, r := range res {
-						longest = max(longest, r.Decode)
-					}
-					decode += longest
-				}
-				b.ReportMetric(float64(batch*steps*b.N)/decode.Seconds(), "tok/s")
-			})
-		}
+					b.ReportMetric(float64(batch*steps*b.N)/decode.Seconds(), "tok/s")
+				})
+			}
+		})
 	}
 }
 
