@@ -158,7 +158,7 @@ type Engine struct {
 	opt    Options
 	vocab  int
 	nextID SeqID
-	// parallelSample is parallelSampleLogits (tests lower it).
+	// parallelSample is parallelSampleWork (tests lower it).
 	parallelSample int
 
 	waiting []*seq // FIFO; preempted sequences go to the front
@@ -213,7 +213,7 @@ func New(m model.Model, dev gpu.Device, pool *kvcache.Pool, opt Options) *Engine
 		opt.Now = time.Now
 	}
 	e := &Engine{m: m, dev: dev, pool: pool, opt: opt, vocab: m.Info().Vocab, byID: map[SeqID]*seq{},
-		cad: cadence{stretch: opt.StepStretch}, parallelSample: parallelSampleLogits}
+		cad: cadence{stretch: opt.StepStretch}, parallelSample: parallelSampleWork}
 	switch {
 	case !opt.PrefixCache:
 	case model.SnapshotReuse(m.Cache()):
@@ -793,25 +793,31 @@ func sampleOne(s *seq, lg []float32) int32 {
 	return id
 }
 
-// parallelSampleLogits is the number of logits in a step (sequences x
-// vocabulary) from which sampleAll spreads the sequences over goroutines.
-// Below it they are sampled in turn on the stepping goroutine: the CPU
-// device's threads are still spinning down from the forward pass on the
-// other cores, and waking goroutines there cost more than they saved
-// (smollm2-135m at batch 8, 393K logits: 1300 tok/s in parallel against
-// 1770 in turn, on 2 vCPUs).
-const parallelSampleLogits = 1 << 21
+// parallelSampleWork is the sampling work of a step from which sampleAll
+// spreads the sequences over goroutines, counted per logit: 1 for a
+// sequence that takes the argmax, drawCost for one that draws. Below it
+// they are sampled in turn on the stepping goroutine: the CPU device's
+// threads are still spinning down from the forward pass on the other
+// cores, and waking goroutines there costs more than it saves. Measured on
+// smollm2-135m Q4_0, 2 vCPUs, 8 sequences (49152-token vocabulary): greedy,
+// 1690-1720 tok/s in turn against 1400-1500 in parallel; temperature 0.8
+// with top-p 0.95, 985-1010 in parallel against 826-894 in turn; 2
+// sequences drawing, even.
+const parallelSampleWork = 1 << 21
+
+// drawCost is a drawn token's sampling work per logit against an
+// argmax's (sample.Sampler.Argmax).
+const drawCost = 16
 
 // sampleAll samples the next token of every batch entry that gets one into
-// e.picked. Each sequence has its own sampler, so with many logits they run
-// in parallel: a softmax over the vocabulary costs tens to hundreds of
-// microseconds, and serially, between forward passes, that would hold up
-// every stream.
+// e.picked. Each sequence has its own sampler, so with enough work they run
+// in parallel: a draw over the vocabulary costs hundreds of microseconds,
+// and serially, between forward passes, that would hold up every stream.
 func (e *Engine) sampleAll(logits []float32) {
 	e.picked = slices.Grow(e.picked[:0], len(e.batch))[:len(e.batch)]
 	picks := e.picks[:0]
 	defer func() { e.picks = picks[:0] }()
-	row := 0
+	row, work := 0, 0
 	for i, b := range e.batch {
 		if b.Logits == model.NoLogits {
 			continue
@@ -820,10 +826,15 @@ func (e *Engine) sampleAll(logits []float32) {
 		row++
 		if s := e.owners[i]; len(s.generated) < s.req.MaxTokens {
 			picks = append(picks, pick{i, lg})
+			if s.req.Constraint == nil && s.sampler.Argmax() {
+				work += len(lg)
+			} else {
+				work += drawCost * len(lg)
+			}
 		}
 	}
 	workers := min(len(picks), runtime.GOMAXPROCS(0))
-	if workers <= 1 || len(picks)*e.vocab < e.parallelSample {
+	if workers <= 1 || work < e.parallelSample {
 		for _, p := range picks {
 			e.picked[p.i] = sampleOne(e.owners[p.i], p.lg)
 		}
