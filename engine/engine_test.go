@@ -26,7 +26,6 @@ func TestPreemptionKeepsOutputs(t *testing.T) {
 	run := func(pages, budget int) ([][]int32, engine.Stats) {
 		pool := tinyPool(t, m, pages)
 		e := engine.New(m, ref.Device{}, pool, engine.Options{StepTokens: budget})
-		out := map[engine.SeqID][]int32{}
 		var ids []engine.SeqID
 		for _, p := range prompts() {
 			id, err := e.Submit(engine.Request{Prompt: p, MaxTokens: 12})
@@ -35,17 +34,7 @@ func TestPreemptionKeepsOutputs(t *testing.T) {
 			}
 			ids = append(ids, id)
 		}
-		for !e.Idle() {
-			evs, err := e.Step()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, ev := range evs {
-				if ev.HasToken {
-					out[ev.Seq] = append(out[ev.Seq], ev.Token)
-				}
-			}
-		}
+		out := drain(t, e)
 		if pool.FreePages() != pool.NumPages() {
 			t.Fatalf("%d pages leaked", pool.NumPages()-pool.FreePages())
 		}

@@ -42,6 +42,24 @@ func tinyPool(t *testing.T, m model.Model, pages int) *kvcache.Pool {
 	return p
 }
 
+// drain steps e until it is idle and returns the tokens each sequence got.
+func drain(t *testing.T, e *engine.Engine) map[engine.SeqID][]int32 {
+	t.Helper()
+	out := map[engine.SeqID][]int32{}
+	for !e.Idle() {
+		evs, err := e.Step()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if ev.HasToken {
+				out[ev.Seq] = append(out[ev.Seq], ev.Token)
+			}
+		}
+	}
+	return out
+}
+
 func TestGenerateSeededSamplingIsReproducible(t *testing.T) {
 	m := tinyModel(t)
 	params := sample.Params{Temperature: 1, TopP: 0.95, Seed: 42, HasSeed: true}

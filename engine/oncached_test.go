@@ -40,22 +40,11 @@ func TestOnCached(t *testing.T) {
 					}})
 				turn1 := []int32{1, 40, 41, 42, 43, 44, 45, 60, 61}
 				run := func(p []int32) []int32 {
-					if _, err := e.Submit(engine.Request{Prompt: p, MaxTokens: 3, Scope: "t\x00c"}); err != nil {
+					id, err := e.Submit(engine.Request{Prompt: p, MaxTokens: 3, Scope: "t\x00c"})
+					if err != nil {
 						t.Fatal(err)
 					}
-					var out []int32
-					for !e.Idle() {
-						evs, err := e.Step()
-						if err != nil {
-							t.Fatal(err)
-						}
-						for _, ev := range evs {
-							if ev.HasToken {
-								out = append(out, ev.Token)
-							}
-						}
-					}
-					return out
+					return drain(t, e)[id]
 				}
 				out := run(turn1)
 				if !cache {
