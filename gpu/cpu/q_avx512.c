@@ -526,14 +526,16 @@ QF void xl_rows_qavx512(int dt, const uint8_t *w, long rowb, long r0, long r1, l
 /* Bytes ahead of the block in use that a packed pass prefetches. */
 #define XP_PF 4096
 
-/* Fifth bits for the nibbles of packed vector v (elements 4v..4v+3 from
- * bit sh on of each lane of qh): 0x10 in the bytes whose bit is set. */
-QI __m512i xp_hbits(__m512i qh, const int sh) {
-	/* byte 0 of each lane into all four of its bytes, then byte e tests bit e */
-	const __m512i idx = _mm512_set4_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0);
-	const __m512i b = _mm512_shuffle_epi8(_mm512_srli_epi32(qh, sh), idx);
-	const __mmask64 m = _mm512_test_epi8_mask(b, _mm512_set1_epi32(0x08040201));
-	return _mm512_maskz_mov_epi8(m, _mm512_set1_epi8(0x10));
+/* u with its fifth bits set: the nibbles of packed vector v (elements
+ * sh..sh+3 of each row, sh = 4v or 16 + 4v) get 0x10 where bit sh + e of
+ * their lane of qh is set. The bits sit in byte sh/8 of the lane, from bit
+ * sh%8 on: one shuffle copies that byte to the lane's four bytes, byte e
+ * tests its bit, and a masked add puts 0x10 in (the nibbles' bit 4 is 0). */
+QI __m512i xp_hbits(__m512i u, __m512i qh, const int sh) {
+	const int by = sh / 8 * 0x01010101;
+	const __m512i idx = _mm512_set4_epi32(0x0c0c0c0c + by, 0x08080808 + by, 0x04040404 + by, by);
+	const __mmask64 m = _mm512_test_epi8_mask(_mm512_shuffle_epi8(qh, idx), _mm512_set1_epi32((int)(0x08040201u << sh % 8)));
+	return _mm512_mask_add_epi8(u, m, u, _mm512_set1_epi8(0x10));
 }
 
 /* A packed group of 16 weight rows of dtype DT (g: a type with blocks of
@@ -648,8 +650,8 @@ QI void xp_tile(const int DT, const int R, const uint8_t *g, long k, const uint8
 				const __m512i wv = _mm512_loadu_si512((const void *)(blk + 64 * v));
 				__m512i lo = _mm512_and_si512(wv, m4), hi = _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4);
 				if (Q5) {
-					lo = _mm512_or_si512(lo, xp_hbits(qh, 4 * v));
-					hi = _mm512_or_si512(hi, xp_hbits(qh, 16 + 4 * v));
+					lo = xp_hbits(lo, qh, 4 * v);
+					hi = xp_hbits(hi, qh, 16 + 4 * v);
 				}
 				XP_DOT(lo, v, 0)
 				XP_DOT(hi, 4 + v, NA - 1)
