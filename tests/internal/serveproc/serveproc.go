@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,6 +68,13 @@ func Start(t testing.TB, bin string, args ...string) *Server {
 		select {
 		case <-s.done:
 		case <-time.After(10 * time.Second):
+			// SIGQUIT makes the Go runtime write every goroutine's stack
+			// into the log before it exits: what the server was waiting on
+			cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-s.done:
+			case <-time.After(2 * time.Second):
+			}
 			cmd.Process.Kill()
 			<-s.done
 			t.Errorf("troupe serve did not stop within 10s of SIGINT")
