@@ -47,7 +47,14 @@ func presetModel(b *testing.B, preset string, dtype gpu.DType) model.Model {
 			b.Fatal(err)
 		}
 	}
-	m, err := model.LoadWith(context.Background(), dir, opts)
+	return loadModel(b, dir, opts)
+}
+
+// loadModel loads the model at path (a folder or a GGUF file) for the rest
+// of b.
+func loadModel(b *testing.B, path string, opts model.LoadOptions) model.Model {
+	b.Helper()
+	m, err := model.LoadWith(context.Background(), path, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -117,12 +124,7 @@ func BenchmarkDecode(b *testing.B) {
 			continue
 		}
 		ms = append(ms, bench{strings.TrimSuffix(filepath.Base(f), ".gguf"), func(b *testing.B) model.Model {
-			m, err := model.LoadWith(context.Background(), f, model.LoadOptions{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { m.Close() })
-			return m
+			return loadModel(b, f, model.LoadOptions{})
 		}})
 	}
 	for _, mc := range ms {
