@@ -217,18 +217,18 @@
 //
 // Decode is a long run of short cgo calls (5-50 µs each, about 300 per step)
 // from one goroutine that may never block: the engine steps back to back
-// while requests last. Go's sysmon marks a goroutine for preemption once it
-// has run 10 ms without passing through the scheduler, and from then on,
-// while that goroutine is inside a cgo call at a sysmon tick (every 20 µs
-// when busy), takes its P; the call then returns through the slow path of
-// exitsyscall, and the goroutine, which keeps running on the P it gets back,
-// stays marked. Measured on the 2-vCPU Zen 5 VM (a paravirtualised guest,
-// where the thread wake-ups this involves are expensive): 1.5-5 µs more per
-// call, a third of a decode step at batch 1 and at batch 8, against the
-// same kernels called in a loop from C. So a kernel call starts with
-// runtime.Gosched when 4 ms have passed since the last one did, which
-// gives the goroutine a fresh scheduling tick; a Device used from several
-// goroutines yields on behalf of whichever one makes that call. More often
-// costs more than it saves: a Gosched every 16 calls measured 15% slower
-// than every 256.
+// while requests last. Measured on the 2-vCPU Zen 5 VM (a paravirtualised
+// guest): called from Go that way, the kernels cost 1.5-5 µs more per call
+// than the same kernels called in a loop from C, a third of the time of a
+// step's layer matmuls at 1 and at 8 rows. GODEBUG=asyncpreemptoff=1
+// shrinks the gap and a runtime.Gosched every few milliseconds removes it,
+// which points at Go's preemption of a goroutine that has run 10 ms without
+// passing through the scheduler: while it sits in cgo calls, sysmon takes
+// its P at its ticks, each call returns through the slow path of
+// exitsyscall, and getting a P back does not give it a new scheduling tick
+// (the runtime itself was not traced). So a kernel call starts with
+// runtime.Gosched when 4 ms have passed since the last one did; a Device
+// used from several goroutines yields on behalf of whichever one makes
+// that call. More often costs more than it saves: a Gosched every 16 calls
+// measured 15% slower than every 256.
 package cpu
